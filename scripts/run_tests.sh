@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The project's test suite: lint, type check, and pytest (which includes one run of the main job on the default
+# torch). Arguments go to pytest, e.g. `scripts/run_tests.sh -m "not slow"` for the fast part only.
+source "$(dirname "$0")/_bootstrap.sh"
+bootstrap_tool_env "[dev]"
+cd "$ROOT"
+"$TOOL_ENV/bin/python" -m ruff check src tests benchmarks reproducers
+"$TOOL_ENV/bin/python" -m ruff format --check src tests benchmarks reproducers
+"$TOOL_ENV/bin/python" -m mypy
+exec "$TOOL_ENV/bin/python" -m pytest "$@"

@@ -1,0 +1,5 @@
+import sys
+
+from patchseries.cli import main
+
+sys.exit(main())

@@ -1,0 +1,188 @@
+"""Get the pinned base as a git repository: from the PyPI sdist, a user's checkout, or an upstream clone.
+
+Every source ends the same way: a repository under the work directory whose branch ``base`` is the pinned
+release. The user's own checkout is only ever read (it is cloned with ``--shared``), never modified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchseries import gitcmd
+from patchseries.errors import SeriesError
+from patchseries.gitcmd import TOOL_IDENTITY, add_excludes, git, out
+from patchseries.paths import Workspace, partial_path, remove
+from patchseries.pin import Pin
+from patchseries.progress import Log
+
+BASE_BRANCH = "base"
+# Files that building or installing the tree creates; ignored so that they never make the tree look modified.
+BUILD_ARTIFACTS = ("*.egg-info/", "__pycache__/", "build/", ".pytest_cache/", ".coverage*", "coverage.xml")
+
+
+@dataclass(frozen=True)
+class BaseTree:
+    """A repository holding the pinned base on branch ``base``."""
+
+    path: Path
+    source: str  # "sdist", "checkout" or "git"
+    has_upstream_tests: bool
+
+    @property
+    def base_commit(self) -> str:
+        return out("rev-parse", BASE_BRANCH, cwd=self.path)
+
+
+def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
+    """The base built from the pinned sdist: the same commit id on every machine."""
+    tree = ws.trees / f"sdist-{pin.version}"
+    if _usable(tree, pin.base_commit):
+        return BaseTree(tree, "sdist", has_upstream_tests=(tree / "tests").is_dir())
+    archive = download_sdist(ws, pin, log)
+    log(f"making the base repository from {archive.name}")
+    remove(tree)
+    building = partial_path(tree)
+    remove(building)
+    with tempfile.TemporaryDirectory(dir=ws.workdir) as tmp:
+        _safe_extract(archive, Path(tmp))
+        unpacked = Path(tmp) / pin.sdist_root
+        if not unpacked.is_dir():
+            raise SeriesError(
+                f"{archive.name} has no top-level folder {pin.sdist_root!r}; check [sdist].root in the pin"
+            )
+        for egg_info in unpacked.glob("src/*.egg-info"):
+            shutil.rmtree(egg_info)
+        shutil.move(str(unpacked), building)
+    _init_fixed_commit(building, pin)
+    commit = out("rev-parse", "HEAD", cwd=building)
+    if pin.base_commit and commit != pin.base_commit:
+        remove(building)
+        raise SeriesError(
+            f"the sdist gave base commit {commit[:12]}, the pin expects {pin.base_commit[:12]}; "
+            "the sdist or the base recipe changed, update [sdist].base_commit only if that is intended"
+        )
+    building.rename(tree)
+    return BaseTree(tree, "sdist", has_upstream_tests=(tree / "tests").is_dir())
+
+
+def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
+    """Download the sdist once, verify its sha256, and refuse (deleting it) on mismatch."""
+    target = ws.downloads / pin.sdist_filename
+    if target.is_file() and _sha256(target) == pin.sdist_sha256:
+        return target
+    ws.downloads.mkdir(parents=True, exist_ok=True)
+    log(f"downloading {pin.sdist_url}")
+    partial = partial_path(target)
+    try:
+        with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, partial.open("wb") as sink:
+            shutil.copyfileobj(response, sink)
+    except (urllib.error.URLError, OSError) as exc:
+        remove(partial)
+        raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
+    actual = _sha256(partial)
+    if actual != pin.sdist_sha256:
+        remove(partial)
+        raise SeriesError(
+            f"sha256 mismatch for {pin.sdist_filename}: expected {pin.sdist_sha256}, got {actual}; refusing to use it"
+        )
+    partial.replace(target)
+    return target
+
+
+def checkout_base(ws: Workspace, pin: Pin, checkout: Path, force_base: bool, log: Log) -> BaseTree:
+    """A private clone of the user's checkout, which must be clean and at the pinned tag unless forced."""
+    checkout = checkout.resolve()
+    if not (checkout / ".git").exists():
+        raise SeriesError(f"--checkout {checkout} is not a git checkout")
+    if not gitcmd.is_clean(checkout):
+        raise SeriesError(f"--checkout {checkout} has uncommitted changes; commit or stash them first")
+    head = out("rev-parse", "HEAD", cwd=checkout)
+    tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=checkout, check=False)
+    tag_commit = tagged.stdout.strip()
+    if head != tag_commit and not force_base:
+        where = f"tag {pin.tag} is {tag_commit[:12]}" if tag_commit else f"it has no tag {pin.tag}"
+        raise SeriesError(
+            f"--checkout {checkout} is at {head[:12]}, but {where}; check out {pin.tag} or pass --force-base"
+        )
+    tree = ws.trees / f"checkout-{hashlib.sha256(str(checkout).encode()).hexdigest()[:8]}"
+    if _usable(tree, head):
+        return BaseTree(tree, "checkout", has_upstream_tests=(tree / "tests").is_dir())
+    log(f"cloning {checkout} at {head[:12]} (shared, read-only for the original)")
+    return _clone(tree, str(checkout), ["--shared", "--no-checkout"], head, "checkout")
+
+
+def git_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
+    """A shallow clone of upstream at the pinned tag."""
+    tree = ws.trees / f"git-{pin.tag}"
+    if (tree / ".git").is_dir() and git("rev-parse", "--verify", "--quiet", BASE_BRANCH, cwd=tree, check=False).stdout:
+        return BaseTree(tree, "git", has_upstream_tests=(tree / "tests").is_dir())
+    log(f"cloning {pin.git_url} at tag {pin.tag}")
+    try:
+        return _clone(tree, pin.git_url, ["--depth", "1", "--branch", pin.tag, "--no-checkout"], "HEAD", "git")
+    except SeriesError as exc:
+        raise SeriesError(f"cannot clone {pin.git_url} at {pin.tag} (is GitHub reachable from here?): {exc}") from None
+
+
+def _clone(tree: Path, source: str, options: list[str], commit: str, kind: str) -> BaseTree:
+    remove(tree)
+    building = partial_path(tree)
+    remove(building)
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        git("clone", "--quiet", *options, source, building)
+        git("checkout", "--quiet", "-B", BASE_BRANCH, commit, cwd=building)
+    except SeriesError:
+        remove(building)
+        raise
+    add_excludes(building, BUILD_ARTIFACTS)
+    building.rename(tree)
+    return BaseTree(tree, kind, has_upstream_tests=(tree / "tests").is_dir())
+
+
+def _usable(tree: Path, expected_commit: str) -> bool:
+    """Whether ``tree`` is a complete base repository (its ``base`` branch at the expected commit)."""
+    if not (tree / ".git").is_dir():
+        return False
+    found = git("rev-parse", "--verify", "--quiet", BASE_BRANCH, cwd=tree, check=False).stdout.strip()
+    return bool(found) and (not expected_commit or found == expected_commit)
+
+
+def _init_fixed_commit(path: Path, pin: Pin) -> None:
+    date = f"{pin.release_date}T00:00:00+0000"
+    env = {**TOOL_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    git("init", "--quiet", cwd=path)
+    git("add", "--all", "--force", ".", cwd=path)
+    message = f"{pin.name} {pin.version} from {pin.sdist_filename}\n\nsha256: {pin.sdist_sha256}\n"
+    git("commit", "--quiet", "--no-verify", "-m", message, cwd=path, env=env)
+    git("branch", "-M", BASE_BRANCH, cwd=path)
+    add_excludes(path, BUILD_ARTIFACTS)
+
+
+def _safe_extract(archive: Path, dest: Path) -> None:
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                target = (dest / member.name).resolve()
+                if not str(target).startswith(str(dest.resolve())) or member.issym() or member.islnk():
+                    raise SeriesError(f"{archive.name} contains an unsafe entry {member.name!r}")
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, filter="data")
+            else:  # pragma: no cover - Python without extraction filters; members were checked above
+                tar.extractall(dest)  # noqa: S202
+    except tarfile.TarError as exc:
+        raise SeriesError(f"{archive.name} is not a readable tar archive: {exc}") from None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

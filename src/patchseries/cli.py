@@ -1,0 +1,129 @@
+"""Command line: one argparse parser; each subcommand is a short function that imports the module doing the work."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from patchseries.environment import DEFAULT_TORCH
+from patchseries.errors import SeriesError
+from patchseries.paths import Workspace
+from patchseries.progress import make_log
+
+if TYPE_CHECKING:
+    from patchseries.pipeline import BaseChoice
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    ws = Workspace.default(patches=args.patches, workdir=args.workdir)
+    try:
+        return int(args.handler(args, ws))
+    except SeriesError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted; re-run the same command to resume from a clean state", file=sys.stderr)
+        return 130
+
+
+def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
+    from patchseries import pipeline
+
+    pin, _ = pipeline.load(ws)
+    tree = pipeline.get_base(ws, pin, _choice(args), make_log())
+    print(tree.path)
+    return 0
+
+
+def cmd_apply(args: argparse.Namespace, ws: Workspace) -> int:
+    from patchseries import pipeline
+
+    prepared = pipeline.prepare(ws, _choice(args), make_log())
+    print(prepared.base.path)
+    return 0
+
+
+def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
+    from patchseries import pipeline
+
+    result = pipeline.run_main_job(
+        ws, _choice(args), args.torch, make_log(), installer=args.installer, pytest_args=tuple(args.pytest_args)
+    )
+    print(pipeline.summary(result))
+    return 0 if result.outcome.ok else 1
+
+
+def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
+    from patchseries.export import export_series
+
+    tree = args.tree or _default_tree(ws)
+    names = export_series(tree, ws.patches, branch=args.branch)
+    print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
+    from patchseries import pipeline
+    from patchseries.base import sdist_base
+    from patchseries.export import drift_problems
+
+    log = make_log()
+    pin, patches = pipeline.load(ws)
+    problems = drift_problems(sdist_base(ws, pin, log).path, patches, ws.patches)
+    for problem in problems:
+        print(f"drift: {problem}")
+    if problems:
+        return 1
+    print(f"ok: {len(patches)} patches equal a fresh export and apply without whitespace errors")
+    return 0
+
+
+def _choice(args: argparse.Namespace) -> BaseChoice:
+    from patchseries.pipeline import BaseChoice
+
+    if args.checkout is not None and args.git:
+        raise SeriesError("--checkout and --git are alternatives; pass one of them")
+    return BaseChoice(checkout=args.checkout, use_git=args.git, force_base=args.force_base)
+
+
+def _default_tree(ws: Workspace) -> Path:
+    from patchseries.pin import load_pin
+
+    return ws.trees / f"sdist-{load_pin(ws.pin_file).version}"
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--patches", type=Path, help="the series directory (default: patches/ of this project)")
+    common.add_argument("--workdir", type=Path, help="where trees, venvs and downloads go (default: .work/)")
+
+    base = argparse.ArgumentParser(add_help=False)
+    base.add_argument("--checkout", type=Path, metavar="PATH", help="use an upstream clone (read-only) as the base")
+    base.add_argument("--git", action="store_true", help="clone upstream at the pinned tag as the base")
+    base.add_argument("--force-base", action="store_true", help="accept a --checkout that is not at the pinned tag")
+
+    parser = argparse.ArgumentParser(prog="patchseries", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("fetch", parents=[common, base], help="get the pinned base").set_defaults(handler=cmd_fetch)
+    sub.add_parser("apply", parents=[common, base], help="apply the series").set_defaults(handler=cmd_apply)
+    test = sub.add_parser("test", parents=[common, base], help="the main job: apply, install, run the series' tests")
+    test.add_argument("--torch", default=DEFAULT_TORCH, help=f"torch release to test with (default {DEFAULT_TORCH})")
+    test.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto", help="auto: uv if present")
+    test.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
+    test.set_defaults(handler=cmd_test)
+    export = sub.add_parser("export", parents=[common], help="regenerate patches/ from a branch")
+    export.add_argument("--tree", type=Path, help="the repository to export from (default: the sdist tree)")
+    export.add_argument("--branch", default="series", help="the branch to export (default: series)")
+    export.set_defaults(handler=cmd_export)
+    check = sub.add_parser("check", parents=[common], help="drift check: patches equal a fresh export of themselves")
+    check.set_defaults(handler=cmd_check)
+    return parser
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Isolated, cached virtual environments: one per Python, torch version and patched tree."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchseries.errors import SeriesError
+from patchseries.paths import Workspace, remove
+from patchseries.progress import Log
+
+DEFAULT_TORCH = "2.13.0"
+# setuptools: inductor on torch 2.1 imports it to build its C++ kernels; uv-made venvs do not ship it.
+TEST_REQUIREMENTS = ("pytest", "pytest-cov", "setuptools")
+_RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+_READY = ".patchseries-ready"
+
+
+@dataclass(frozen=True)
+class Environment:
+    path: Path
+    torch: str
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+
+def parse_torch_version(version: str) -> tuple[int, int, int]:
+    """Validate a torch release number such as ``2.13.0``; anything else is refused before any download."""
+    match = _RELEASE.match(version)
+    if not match:
+        raise SeriesError(f"unknown torch version {version!r}: expected a release number such as {DEFAULT_TORCH}")
+    major, minor, patch = (int(part) if part else 0 for part in match.groups())
+    if (major, minor) < (2, 1):
+        raise SeriesError(f"torch {version} is older than 2.1, the oldest release Lightning 2.6.6 supports")
+    return major, minor, patch
+
+
+def companion_requirements(torch_version: str) -> list[str]:
+    """Pins that old torch builds need next to them (they were compiled against NumPy 1.x)."""
+    return ["numpy<2"] if parse_torch_version(torch_version) < (2, 3, 0) else []
+
+
+def find_uv() -> str | None:
+    """The ``uv`` binary: the one installed with this package, else one on PATH, else None."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return shutil.which("uv")
+    try:
+        return str(find_uv_bin())
+    except FileNotFoundError:
+        return shutil.which("uv")
+
+
+def ensure_environment(
+    ws: Workspace,
+    tree: Path,
+    torch_version: str,
+    log: Log,
+    python: str = sys.executable,
+    extra: tuple[str, ...] = (),
+    installer: str = "auto",
+) -> Environment:
+    """Create (or reuse) a venv with the requested torch and ``tree`` installed editable.
+
+    A venv becomes usable only when its ready-marker is written, after every install succeeded; a venv without the
+    marker is what an interrupted or failed run left, and is rebuilt from scratch.
+    """
+    parse_torch_version(torch_version)
+    py_tag = _python_tag(python)
+    venv = ws.venvs / f"{py_tag}-torch{torch_version}-{tree.name}"
+    requirements = [f"torch=={torch_version}", *companion_requirements(torch_version), *TEST_REQUIREMENTS, *extra]
+    recipe = "\n".join([str(tree), *requirements]) + "\n"
+    ready = venv / _READY
+    if ready.is_file() and ready.read_text() == recipe:
+        log(f"reusing environment {venv.name}")
+        return Environment(venv, torch_version)
+    remove(venv)
+    uv = find_uv() if installer in ("auto", "uv") else None
+    if installer == "uv" and uv is None:
+        raise SeriesError(
+            "--installer uv was requested but uv is not installed; pip install uv, or use --installer pip"
+        )
+    log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version})")
+    try:
+        _create(venv, python, uv)
+        _install(venv, uv, [*requirements, "-e", str(tree)], torch_version, py_tag)
+    except BaseException:
+        remove(venv)
+        raise
+    ready.write_text(recipe)
+    return Environment(venv, torch_version)
+
+
+def _create(venv: Path, python: str, uv: str | None) -> None:
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    command = [uv, "venv", "--quiet", "--python", python, str(venv)] if uv else [python, "-m", "venv", str(venv)]
+    _run(command, f"cannot create a virtual environment with {python}")
+
+
+def _install(venv: Path, uv: str | None, args: list[str], torch_version: str, py_tag: str) -> None:
+    python = str(venv / "bin" / "python")
+    if uv:
+        command = [uv, "pip", "install", "--quiet", "--python", python, *args]
+    else:
+        command = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
+    _run(command, f"cannot install torch {torch_version} for {py_tag}")
+
+
+def _run(command: list[str], what: str) -> None:
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+        useful = [line for line in lines if "rror" in line or "not" in line or "No solution" in line] or lines
+        raise SeriesError(f"{what}: {useful[-1] if useful else f'exit status {proc.returncode}'}")
+
+
+def _python_tag(python: str) -> str:
+    proc = subprocess.run(
+        [python, "-c", "import sys; print(f'py{sys.version_info[0]}.{sys.version_info[1]}')"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise SeriesError(f"cannot run the Python interpreter {python!r}")
+    return proc.stdout.strip()

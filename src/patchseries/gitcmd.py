@@ -1,0 +1,83 @@
+"""The single place that runs git: it raises with git's own stderr instead of a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from patchseries.errors import SeriesError
+
+# Identity and dates used for every commit the tool makes, so that the same inputs give the same commit ids on any
+# machine. User configuration that changes diff or patch output is neutralised by STABLE_CONFIG.
+TOOL_IDENTITY = {
+    "GIT_AUTHOR_NAME": "patchseries",
+    "GIT_AUTHOR_EMAIL": "patchseries@invalid",
+    "GIT_COMMITTER_NAME": "patchseries",
+    "GIT_COMMITTER_EMAIL": "patchseries@invalid",
+}
+STABLE_CONFIG = (
+    "core.autocrlf=false",
+    "core.fileMode=true",
+    "core.quotePath=true",
+    "diff.noprefix=false",
+    "diff.mnemonicPrefix=false",
+    "diff.relative=false",
+    "diff.renames=false",
+    "commit.gpgSign=false",
+    "am.threeWay=false",
+    "am.keepcr=false",
+    "init.defaultBranch=main",
+)
+
+
+def git(
+    *args: str | Path,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``git`` with stable configuration; raise :class:`SeriesError` with git's stderr when ``check`` fails."""
+    command: list[str] = ["git"]
+    for item in STABLE_CONFIG:
+        command += ["-c", item]
+    command += [str(a) for a in args]
+    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+    proc = subprocess.run(command, cwd=cwd, env=full_env, input=stdin, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        last = detail[-1] if detail else f"exit status {proc.returncode}"
+        raise SeriesError(f"git {_short(args)} failed: {last}")
+    return proc
+
+
+def out(*args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
+    """Run git and return its stripped stdout."""
+    return git(*args, cwd=cwd, env=env).stdout.strip()
+
+
+def is_clean(repo: Path) -> bool:
+    """Whether ``repo`` has no staged, unstaged or untracked (non-ignored) changes."""
+    return out("status", "--porcelain", cwd=repo) == ""
+
+
+def _short(args: Sequence[str | Path]) -> str:
+    return " ".join(str(a) for a in args[:3])
+
+
+def git_path(repo: Path, name: str) -> Path:
+    """The absolute path of ``name`` inside the repository's git directory (``.git/<name>``)."""
+    path = Path(out("rev-parse", "--git-path", name, cwd=repo))
+    return path if path.is_absolute() else repo / path
+
+
+def add_excludes(repo: Path, patterns: Sequence[str]) -> None:
+    """Append patterns to ``.git/info/exclude`` (once each): ignored locally, never committed."""
+    exclude = git_path(repo, "info/exclude")
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    lines = exclude.read_text().splitlines() if exclude.exists() else []
+    missing = [p for p in patterns if p not in lines]
+    if missing:
+        exclude.write_text("\n".join([*lines, *missing]) + "\n")

@@ -1,0 +1,110 @@
+"""The main job, stage by stage: pin and fetch -> base -> apply -> environment -> test -> report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchseries import base as base_sources
+from patchseries.apply import ApplyResult, apply_series
+from patchseries.base import BaseTree
+from patchseries.environment import ensure_environment
+from patchseries.harness import series_test_files, write_harness
+from patchseries.paths import Workspace
+from patchseries.pin import Pin, load_pin
+from patchseries.progress import Log
+from patchseries.series import Patch, read_series
+from patchseries.testrun import TestOutcome, changed_source_files, run_tests
+
+
+@dataclass(frozen=True)
+class BaseChoice:
+    """Where the base comes from: the sdist (default), ``--checkout PATH`` or ``--git``."""
+
+    checkout: Path | None = None
+    use_git: bool = False
+    force_base: bool = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    pin: Pin
+    patches: list[Patch]
+    base: BaseTree
+    applied: ApplyResult
+
+
+@dataclass(frozen=True)
+class JobResult:
+    prepared: Prepared
+    torch: str
+    outcome: TestOutcome
+
+
+def load(ws: Workspace) -> tuple[Pin, list[Patch]]:
+    """Read the pin and the series, refusing bad input before anything is created."""
+    return load_pin(ws.pin_file), read_series(ws.series_file)
+
+
+def get_base(ws: Workspace, pin: Pin, choice: BaseChoice, log: Log) -> BaseTree:
+    ws.workdir.mkdir(parents=True, exist_ok=True)
+    if choice.checkout is not None:
+        return base_sources.checkout_base(ws, pin, choice.checkout, choice.force_base, log)
+    if choice.use_git:
+        return base_sources.git_base(ws, pin, log)
+    return base_sources.sdist_base(ws, pin, log)
+
+
+def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
+    """Stages 1-3: the pinned base, the series applied on branch ``series``, and the test harness if needed."""
+    log("stage 1/5: reading the pin and the series")
+    pin, patches = load(ws)
+    log(f"stage 2/5: getting the base ({pin.name} {pin.version})")
+    tree = get_base(ws, pin, choice, log)
+    log(f"stage 3/5: applying {len(patches)} patches on {tree.path}")
+    applied = apply_series(tree, patches, pin, log)
+    written = write_harness(tree.path, patches)
+    if written:
+        log(f"wrote the minimal test harness ({len(written)} files; the base ships no upstream tests)")
+    return Prepared(pin, patches, tree, applied)
+
+
+def run_main_job(
+    ws: Workspace,
+    choice: BaseChoice,
+    torch: str,
+    log: Log,
+    installer: str = "auto",
+    pytest_args: tuple[str, ...] = (),
+) -> JobResult:
+    """The whole main job; the caller prints :func:`summary` of the result."""
+    prepared = prepare(ws, choice, log)
+    log(f"stage 4/5: environment with torch {torch}")
+    env = ensure_environment(ws, prepared.base.path, torch, log, installer=installer)
+    tests = series_test_files(prepared.patches)
+    sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
+    log(f"stage 5/5: running {len(tests)} test modules of the series")
+    outcome = run_tests(env, prepared.base.path, tests, sources, ws.reports / f"torch-{torch}", pytest_args)
+    return JobResult(prepared, torch, outcome)
+
+
+def summary(result: JobResult) -> str:
+    prepared, outcome = result.prepared, result.outcome
+    applied = prepared.applied
+    coverage = "n/a" if outcome.coverage is None else f"{outcome.coverage}%"
+    excluded = sum(len(v) for v in applied.excluded.values())
+    lines = [
+        "summary",
+        f"  base:      {prepared.pin.name} {prepared.pin.version} ({prepared.base.source}, "
+        f"commit {prepared.base.base_commit[:12]})",
+        f"  torch:     {result.torch}",
+        f"  patches:   {len(prepared.patches)} in series"
+        + (" (already applied, reused)" if applied.reused else f", {len(applied.applied)} applied")
+        + (f", {len(applied.already_present)} already in base" if applied.already_present else "")
+        + (f", {excluded} paths excluded" if excluded else ""),
+        f"  tests:     {outcome.passed} passed, {outcome.failed} failed, {outcome.skipped} skipped",
+        f"  coverage:  {coverage} of the changed Lightning modules (xml: {outcome.coverage_xml or 'none'})",
+        f"  tree:      {prepared.base.path} (branch series)",
+        f"  result:    {'OK' if outcome.ok else 'FAILED'}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,23 @@
+"""Progress lines: one per stage, so a long run always says what it is doing."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+Log = Callable[[str], None]
+
+
+def make_log(prefix: str = "patchseries") -> Log:
+    """A logger that prints ``[prefix +12.3s] message`` to stderr, flushed at once."""
+    start = time.monotonic()
+
+    def log(message: str) -> None:
+        print(f"[{prefix} +{time.monotonic() - start:5.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return log
+
+
+def quiet(message: str) -> None:
+    """A logger that drops everything (for tests and library use)."""

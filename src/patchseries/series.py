@@ -1,0 +1,104 @@
+"""The ordered patch list (``patches/series``, quilt style) and what each patch touches."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchseries.errors import SeriesError
+from patchseries.gitcmd import git
+
+_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+_SUBJECT = re.compile(r"^Subject: (?:\[[^\]]*\] )?(.*)$")
+_TRAILER = re.compile(r"^([A-Z][A-Za-z-]+): (.+)$")
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    kind: str  # "new", "deleted" or "modified"
+
+
+@dataclass(frozen=True)
+class Patch:
+    path: Path
+    subject: str
+    changes: tuple[FileChange, ...]
+    trailers: tuple[tuple[str, str], ...]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def new_files(self) -> list[str]:
+        return [c.path for c in self.changes if c.kind == "new"]
+
+    @property
+    def touched_existing(self) -> list[str]:
+        return [c.path for c in self.changes if c.kind != "new"]
+
+
+def read_series(series_file: Path) -> list[Patch]:
+    """Read the series file and parse every patch it names, refusing a missing or malformed one."""
+    if not series_file.is_file():
+        raise SeriesError(f"series file {series_file} does not exist")
+    names = [line.split("#", 1)[0].strip() for line in series_file.read_text().splitlines()]
+    patches = []
+    for name in (n for n in names if n):
+        path = series_file.parent / name
+        if not path.is_file():
+            raise SeriesError(f"series names {name}, but {path} does not exist")
+        patches.append(parse_patch(path))
+    return patches
+
+
+def parse_patch(path: Path) -> Patch:
+    """Parse a ``git format-patch`` file; raise if it is not one or if git cannot read its diff."""
+    text = path.read_text(errors="replace")
+    lines = text.splitlines()
+    subject = next((m.group(1) for line in lines if (m := _SUBJECT.match(line))), None)
+    changes: list[FileChange] = []
+    for index, line in enumerate(lines):
+        header = _DIFF_HEADER.match(line)
+        if not header:
+            continue
+        following = lines[index + 1 : index + 3]
+        kind = "modified"
+        if any(f.startswith("new file mode") for f in following):
+            kind = "new"
+        elif any(f.startswith("deleted file mode") for f in following):
+            kind = "deleted"
+        changes.append(FileChange(path=header.group(2) if kind != "deleted" else header.group(1), kind=kind))
+    if subject is None or not changes:
+        raise SeriesError(f"{path.name} is not a git format-patch file (no Subject: header or no diff)")
+    check = git("apply", "--numstat", path, check=False)
+    if check.returncode != 0:
+        reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
+        raise SeriesError(f"{path.name} is malformed: {reason}")
+    return Patch(path=path, subject=subject, changes=tuple(changes), trailers=tuple(_trailers(lines)))
+
+
+def fingerprint(patches: list[Patch]) -> str:
+    """A digest of the series' content: the same series always gives the same value."""
+    digest = hashlib.sha256()
+    for patch in patches:
+        digest.update(patch.name.encode() + b"\0" + patch.path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _trailers(lines: list[str]) -> list[tuple[str, str]]:
+    """The ``Key: value`` trailer block that ends the commit message (just before the ``---`` separator)."""
+    try:
+        end = lines.index("---")
+    except ValueError:
+        return []
+    block: list[tuple[str, str]] = []
+    for line in reversed(lines[:end]):
+        match = _TRAILER.match(line)
+        if not match:
+            break
+        block.append((match.group(1), match.group(2)))
+    return list(reversed(block))

@@ -1,0 +1,115 @@
+"""Fixtures: a small synthetic release (an sdist on disk) and a synthetic series made against it.
+
+The pipeline's tests use these, so they do not depend on which Lightning patches exist or on the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from patchseries.base import sdist_base
+from patchseries.export import export_series
+from patchseries.paths import Workspace
+from patchseries.pin import load_pin
+from patchseries.progress import quiet
+
+RELEASE_FILES = {
+    "src/fakelib/__init__.py": "VERSION = '1.0'\n",
+    "src/fakelib/core.py": "def answer():\n    return 41\n",
+    "src/fakelib/CHANGELOG.md": "# Changelog\n\n## [unreleased]\n\n### Fixed\n\n-\n",
+    "pyproject.toml": "[project]\nname = 'fakelib'\nversion = '1.0'\n",
+}
+
+
+@dataclass
+class Synthetic:
+    """A synthetic release and series; ``ws`` points at them, ``tree`` is where the series was authored."""
+
+    ws: Workspace
+    sdist: Path
+    tree: Path
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run the command line in a fresh interpreter, as a user would."""
+        command = [sys.executable, "-m", "patchseries", *args, "--patches", str(self.ws.patches)]
+        command += ["--workdir", str(self.ws.workdir)]
+        return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def make_sdist(directory: Path, files: dict[str, str], root: str = "fakelib-1.0") -> Path:
+    archive = directory / f"{root}.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, text in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(f"{root}/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+def write_pin(patches: Path, sdist: Path, **overrides: str) -> None:
+    values = {
+        "sha256": hashlib.sha256(sdist.read_bytes()).hexdigest(),
+        "url": sdist.as_uri(),
+        "git_url": "https://git.invalid/fakelib.git",
+        "base_commit": "",
+        **overrides,
+    }
+    patches.mkdir(parents=True, exist_ok=True)
+    (patches / "base.toml").write_text(
+        "[base]\n"
+        'name = "fakelib"\nversion = "1.0"\ntag = "1.0"\n'
+        f'git_url = "{values["git_url"]}"\nrelease_date = "2026-01-01"\n\n'
+        "[sdist]\n"
+        f'url = "{values["url"]}"\nsha256 = "{values["sha256"]}"\nroot = "fakelib-1.0"\n'
+        f'base_commit = "{values["base_commit"]}"\nlacks = ["tests/", "docs/"]\n'
+    )
+
+
+def git(tree: Path, *args: str) -> str:
+    env_args = ["-c", "user.name=Test Author", "-c", "user.email=author@invalid"]
+    proc = subprocess.run(["git", *env_args, *args], cwd=tree, capture_output=True, text=True, check=True)
+    return proc.stdout.strip()
+
+
+def commit(tree: Path, files: dict[str, str], message: str) -> None:
+    for name, text in files.items():
+        path = tree / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        git(tree, "add", name)
+    git(tree, "commit", "-q", "--date=2026-02-01T00:00:00+0000", "-m", message)
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path) -> Synthetic:
+    """A release with two patches: a fix with a new test file, and a change to the CHANGELOG."""
+    sdist = make_sdist(tmp_path, RELEASE_FILES)
+    ws = Workspace(patches=tmp_path / "patches", workdir=tmp_path / "work")
+    write_pin(ws.patches, sdist)
+    tree = sdist_base(ws, load_pin(ws.pin_file), quiet).path
+    git(tree, "checkout", "-q", "-b", "series")
+    commit(
+        tree,
+        {
+            "src/fakelib/core.py": "def answer():\n    return 42\n",
+            "tests/tests_pytorch/core/test_answer.py": "from fakelib.core import answer\n\n\n"
+            "def test_answer():\n    assert answer() == 42\n",
+        },
+        "Fix the answer\n\nUpstream-Status: Pending\nBug: https://example.invalid/1",
+    )
+    commit(
+        tree,
+        {"src/fakelib/CHANGELOG.md": RELEASE_FILES["src/fakelib/CHANGELOG.md"].replace("-\n", "- Fixed the answer\n")},
+        "Add a CHANGELOG entry\n\nUpstream-Status: Pending",
+    )
+    export_series(tree, ws.patches, branch="series")
+    return Synthetic(ws=ws, sdist=sdist, tree=tree)

@@ -1,0 +1,137 @@
+"""Applying the series: all or nothing, re-runs detected, interrupted runs recovered, exclusions reported."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from conftest import commit, git
+from patchseries.apply import SERIES_BRANCH, apply_series
+from patchseries.base import sdist_base
+from patchseries.errors import SeriesError
+from patchseries.export import export_series
+from patchseries.harness import series_test_files, write_harness
+from patchseries.pin import load_pin
+from patchseries.progress import quiet
+from patchseries.series import read_series
+
+
+def _apply(synthetic, log=quiet):
+    pin = load_pin(synthetic.ws.pin_file)
+    base = sdist_base(synthetic.ws, pin, quiet)
+    return base, apply_series(base, read_series(synthetic.ws.series_file), pin, log)
+
+
+def test_series_is_applied_on_its_own_branch(synthetic):
+    base, result = _apply(synthetic)
+
+    assert result.applied == [p.name for p in read_series(synthetic.ws.series_file)]
+    assert git(base.path, "symbolic-ref", "--short", "HEAD") == SERIES_BRANCH
+    assert "return 42" in (base.path / "src/fakelib/core.py").read_text()
+    assert git(base.path, "status", "--porcelain") == ""
+
+
+def test_applied_series_is_reproducible(synthetic):
+    _, first = _apply(synthetic)
+    git(synthetic.tree, "checkout", "-q", "base")
+    git(synthetic.tree, "branch", "-q", "-D", SERIES_BRANCH)
+    (synthetic.tree / ".git" / "patchseries-applied").unlink()
+    _, second = _apply(synthetic)
+
+    assert first.head == second.head
+
+
+def test_rerun_on_a_patched_tree_is_detected_not_an_error(synthetic):
+    messages: list[str] = []
+    _apply(synthetic)
+    _, again = _apply(synthetic, messages.append)
+
+    assert again.reused
+    assert any("already applied" in m for m in messages)
+
+
+def test_patch_already_in_the_base_is_skipped(synthetic):
+    pin = load_pin(synthetic.ws.pin_file)
+    base = sdist_base(synthetic.ws, pin, quiet)
+    patches = read_series(synthetic.ws.series_file)
+    apply_series(base, patches, pin, quiet)
+    git(base.path, "branch", "-f", "base", "HEAD")  # a base that already contains the whole series
+
+    result = apply_series(base, patches, pin, quiet)
+
+    assert result.already_present == [p.name for p in patches]
+    assert result.applied == []
+
+
+def test_failing_patch_is_named_and_leaves_the_base_unchanged(synthetic):
+    git(synthetic.tree, "checkout", "-q", "-b", "conflicting", "base")
+    commit(synthetic.tree, {"src/fakelib/core.py": "def answer():\n    return 0\n"}, "Conflict with the fix")
+    git(synthetic.tree, "checkout", "-q", "base")
+    base_before = git(synthetic.tree, "rev-parse", "base")
+    # a third patch whose context no longer exists once the first patch is applied
+    export_series(synthetic.tree, synthetic.ws.patches / "extra", branch="conflicting")
+    extra = next((synthetic.ws.patches / "extra").glob("*.patch"))
+    extra.rename(synthetic.ws.patches / "0003-conflict.patch")
+    with synthetic.ws.series_file.open("a") as handle:
+        handle.write("0003-conflict.patch\n")
+
+    with pytest.raises(SeriesError, match=r"0003-conflict.patch does not apply: src/fakelib/core.py; nothing was"):
+        _apply(synthetic)
+
+    assert git(synthetic.tree, "rev-parse", "base") == base_before
+    assert git(synthetic.tree, "symbolic-ref", "--short", "HEAD") == "base"
+    assert git(synthetic.tree, "status", "--porcelain") == ""
+    assert not (synthetic.tree / ".git" / "rebase-apply").exists()
+    assert "series-wip" not in git(synthetic.tree, "branch", "--list")
+
+
+def test_interrupted_am_is_recovered_by_a_rerun(synthetic):
+    # what a killed run leaves: a work branch with a `git am` stopped half-way
+    git(synthetic.tree, "checkout", "-q", "-f", "-b", "series-wip", "base")
+    commit(synthetic.tree, {"src/fakelib/core.py": "something else\n"}, "diverge")
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    subprocess.run(["git", "am", str(first)], cwd=synthetic.tree, capture_output=True, check=False)
+    assert (synthetic.tree / ".git" / "rebase-apply").exists()
+
+    _, result = _apply(synthetic)
+
+    assert not (synthetic.tree / ".git" / "rebase-apply").exists()
+    assert len(result.applied) == 2
+    assert "return 42" in (synthetic.tree / "src/fakelib/core.py").read_text()
+
+
+def test_hunks_for_files_the_sdist_lacks_are_excluded_and_reported(synthetic):
+    git(synthetic.tree, "checkout", "-q", "-b", "docs", "series")
+    # upstream docs exist only in an upstream checkout: emulate a patch made there
+    commit(synthetic.tree, {"docs/index.rst": "Docs\n"}, "Add docs page")
+    commit(synthetic.tree, {"docs/index.rst": "Docs, improved\n", "src/fakelib/__init__.py": "VERSION = '1.1'\n"},
+           "Improve docs and bump")  # fmt: skip
+    export_series(synthetic.tree, synthetic.ws.patches / "docs", branch="docs", base="docs~1")
+    patch = next((synthetic.ws.patches / "docs").glob("*.patch"))
+    patch.rename(synthetic.ws.patches / "0003-docs.patch")
+    with synthetic.ws.series_file.open("a") as handle:
+        handle.write("0003-docs.patch\n")
+    messages: list[str] = []
+
+    base, result = _apply(synthetic, messages.append)
+
+    assert result.excluded == {"0003-docs.patch": ["docs/index.rst"]}
+    assert any("excluding docs/index.rst" in m for m in messages)
+    assert (base.path / "src/fakelib/__init__.py").read_text() == "VERSION = '1.1'\n"
+    assert not (base.path / "docs").exists()
+
+
+def test_harness_is_written_only_where_upstream_tests_are_missing(synthetic):
+    base, _ = _apply(synthetic)
+    patches = read_series(synthetic.ws.series_file)
+
+    written = write_harness(base.path, patches)
+
+    runif = base.path / "tests/tests_pytorch/helpers/runif.py"
+    assert runif in written
+    assert "_runif_reasons" in runif.read_text()
+    assert (base.path / "tests/tests_pytorch/core/__init__.py").exists()
+    assert series_test_files(patches) == ["tests/tests_pytorch/core/test_answer.py"]
+    assert git(base.path, "status", "--porcelain") == ""  # harness files are ignored, never committed
+    assert write_harness(base.path, patches) == []

@@ -1,0 +1,134 @@
+"""Getting the pinned base: sdist verification, a reproducible base commit, checkouts left untouched."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import RELEASE_FILES, git, make_sdist, write_pin
+from patchseries.base import checkout_base, git_base, sdist_base
+from patchseries.errors import SeriesError
+from patchseries.paths import Workspace
+from patchseries.pin import load_pin
+from patchseries.progress import quiet
+
+
+def _workspace(tmp_path, name="work"):
+    return Workspace(patches=tmp_path / "patches", workdir=tmp_path / name)
+
+
+def test_base_commit_is_the_same_on_every_run(tmp_path):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
+    pin = load_pin(tmp_path / "patches" / "base.toml")
+
+    first = sdist_base(_workspace(tmp_path, "one"), pin, quiet)
+    second = sdist_base(_workspace(tmp_path, "two"), pin, quiet)
+
+    assert first.base_commit == second.base_commit
+    assert git(first.path, "log", "-1", "--format=%an %ae %ad %cn %cd", "--date=iso") == (
+        "patchseries patchseries@invalid 2026-01-01 00:00:00 +0000 patchseries 2026-01-01 00:00:00 +0000"
+    )
+
+
+def test_sha256_mismatch_is_refused_and_nothing_is_kept(tmp_path):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES), sha256="0" * 64)
+    ws = _workspace(tmp_path)
+
+    with pytest.raises(SeriesError, match="sha256 mismatch for fakelib-1.0.tar.gz"):
+        sdist_base(ws, load_pin(ws.pin_file), quiet)
+
+    assert list(ws.downloads.iterdir()) == []
+    assert not ws.trees.exists() or list(ws.trees.iterdir()) == []
+
+
+def test_unexpected_base_commit_is_refused(tmp_path):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES), base_commit="f" * 40)
+    ws = _workspace(tmp_path)
+
+    with pytest.raises(SeriesError, match="the pin expects ffffffffffff"):
+        sdist_base(ws, load_pin(ws.pin_file), quiet)
+    assert list(ws.trees.iterdir()) == []
+
+
+def test_interrupted_base_build_is_recovered(tmp_path):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
+    ws = _workspace(tmp_path)
+    leftover = ws.trees / "sdist-1.0.partial"
+    leftover.mkdir(parents=True)
+    (leftover / "junk").write_text("left by a killed run")
+    (ws.trees / "sdist-1.0").mkdir()  # a tree without .git: an interrupted rename
+
+    tree = sdist_base(ws, load_pin(ws.pin_file), quiet)
+
+    assert (tree.path / "src" / "fakelib" / "core.py").is_file()
+    assert not leftover.exists()
+
+
+@pytest.fixture
+def upstream_clone(tmp_path):
+    """A stand-in for a user's upstream checkout, tagged 1.0."""
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    for name, text in RELEASE_FILES.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "release")
+    git(repo, "tag", "1.0")
+    return repo
+
+
+def _snapshot(repo):
+    return git(repo, "status", "--porcelain", "--ignored"), git(repo, "show-ref"), git(repo, "rev-parse", "HEAD")
+
+
+def test_checkout_at_the_tag_is_cloned_and_left_untouched(tmp_path, upstream_clone):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
+    ws = _workspace(tmp_path)
+    before = _snapshot(upstream_clone)
+
+    tree = checkout_base(ws, load_pin(ws.pin_file), upstream_clone, force_base=False, log=quiet)
+
+    assert tree.path != upstream_clone
+    assert tree.base_commit == git(upstream_clone, "rev-parse", "HEAD")
+    assert _snapshot(upstream_clone) == before
+
+
+def test_dirty_checkout_is_refused(tmp_path, upstream_clone):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
+    (upstream_clone / "src" / "fakelib" / "core.py").write_text("edited\n")
+
+    with pytest.raises(SeriesError, match="has uncommitted changes"):
+        checkout_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"), upstream_clone, False, quiet)
+
+
+def test_checkout_at_another_commit_needs_force_base(tmp_path, upstream_clone):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
+    pin = load_pin(tmp_path / "patches" / "base.toml")
+    git(upstream_clone, "commit", "-q", "--allow-empty", "-m", "later")
+
+    with pytest.raises(SeriesError, match="but tag 1.0 is .*; check out 1.0 or pass --force-base"):
+        checkout_base(_workspace(tmp_path), pin, upstream_clone, False, quiet)
+    forced = checkout_base(_workspace(tmp_path), pin, upstream_clone, True, quiet)
+    assert forced.base_commit == git(upstream_clone, "rev-parse", "HEAD")
+
+
+def test_git_source_without_network_says_so(tmp_path):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES), git_url="https://unreachable.invalid/x.git")
+    ws = _workspace(tmp_path)
+
+    with pytest.raises(SeriesError, match=r"cannot clone .* \(is GitHub reachable from here\?\)"):
+        git_base(ws, load_pin(ws.pin_file), quiet)
+    assert list(ws.trees.iterdir()) == []
+
+
+def test_not_a_checkout_is_refused(tmp_path):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
+    with pytest.raises(SeriesError, match="is not a git checkout"):
+        checkout_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"), tmp_path, False, quiet)
+
+
+def test_unknown_pin_key_is_reported(tmp_path):
+    (tmp_path / "base.toml").write_text("[base]\nname = 'x'\n")
+    with pytest.raises(SeriesError, match="lacks the key"):
+        load_pin(tmp_path / "base.toml")

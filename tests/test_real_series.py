@@ -1,0 +1,76 @@
+"""The real series in patches/: faithful to its branch, applicable with plain `git am`, and it passes its tests.
+
+These need the pinned sdist from PyPI (downloaded once into the default work directory and verified by sha256).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchseries.base import sdist_base
+from patchseries.export import drift_problems
+from patchseries.paths import PROJECT_ROOT, Workspace
+from patchseries.pin import load_pin
+from patchseries.progress import quiet
+from patchseries.series import read_series
+
+pytestmark = pytest.mark.network
+WS = Workspace.default()
+REQUIRED_TRAILERS = ("Upstream-Status", "Bug")
+
+
+@pytest.fixture(scope="module")
+def base_repo() -> Path:
+    return sdist_base(WS, load_pin(WS.pin_file), quiet).path
+
+
+def test_patches_equal_a_fresh_export_and_have_no_whitespace_errors(base_repo):
+    assert drift_problems(base_repo, read_series(WS.series_file), WS.patches) == []
+
+
+def test_plain_git_am_applies_the_series_to_the_pinned_base(base_repo, tmp_path):
+    clone = tmp_path / "lightning"
+    subprocess.run(["git", "clone", "-q", "--branch", "base", str(base_repo), str(clone)], check=True)
+    patches = sorted(str(p) for p in WS.patches.glob("*.patch"))
+
+    proc = subprocess.run(
+        ["git", "-c", "user.name=Maintainer", "-c", "user.email=m@invalid", "am", *patches],
+        cwd=clone, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = subprocess.run(["git", "log", "--format=%s", "origin/base..HEAD"], cwd=clone, capture_output=True, text=True)
+    assert len(log.stdout.splitlines()) == len(patches)
+
+
+@pytest.mark.parametrize("patch", read_series(WS.series_file), ids=lambda p: p.name[:4])
+def test_every_patch_says_where_it_stands_upstream(patch):
+    keys = [key for key, _ in patch.trailers]
+    missing = [key for key in REQUIRED_TRAILERS if key not in keys]
+    assert not missing, f"{patch.name} lacks the trailers {missing}"
+    if "Backport" in dict(patch.trailers)["Upstream-Status"]:
+        assert "Origin" in keys
+
+
+@pytest.mark.parametrize("patch", read_series(WS.series_file), ids=lambda p: p.name[:4])
+def test_every_source_change_has_a_lightning_changelog_entry(patch):
+    touched = [c.path for c in patch.changes]
+    for package in ("pytorch", "fabric"):
+        if any(p.startswith(f"src/lightning/{package}/") and p.endswith(".py") for p in touched):
+            assert f"src/lightning/{package}/CHANGELOG.md" in touched, f"{patch.name} has no CHANGELOG entry"
+
+
+@pytest.mark.slow
+def test_main_job_passes_on_the_default_torch():
+    """The README's main command, end to end: base, series, environment, the series' tests, summary."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "patchseries", "test"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False
+    )
+
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "result:    OK" in proc.stdout
+    assert " 0 failed" in proc.stdout

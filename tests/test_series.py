@@ -1,0 +1,54 @@
+"""Reading the series file and parsing patches: bad input is refused with one clear line."""
+
+from __future__ import annotations
+
+import pytest
+
+from patchseries.errors import SeriesError
+from patchseries.series import fingerprint, read_series
+
+
+def test_reads_series_in_order_with_changes_and_trailers(synthetic):
+    patches = read_series(synthetic.ws.series_file)
+
+    assert [p.subject for p in patches] == ["Fix the answer", "Add a CHANGELOG entry"]
+    assert patches[0].new_files == ["tests/tests_pytorch/core/test_answer.py"]
+    assert patches[0].touched_existing == ["src/fakelib/core.py"]
+    assert ("Bug", "https://example.invalid/1") in patches[0].trailers
+
+
+def test_series_naming_a_missing_file_is_refused(synthetic):
+    with synthetic.ws.series_file.open("a") as handle:
+        handle.write("0009-missing.patch\n")
+
+    with pytest.raises(SeriesError, match=r"series names 0009-missing.patch, but .* does not exist"):
+        read_series(synthetic.ws.series_file)
+
+
+def test_missing_series_file_is_refused(tmp_path):
+    with pytest.raises(SeriesError, match="series file .* does not exist"):
+        read_series(tmp_path / "series")
+
+
+def test_file_that_is_not_a_patch_is_refused(synthetic):
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    first.write_text("this is not a patch\n")
+
+    with pytest.raises(SeriesError, match="is not a git format-patch file"):
+        read_series(synthetic.ws.series_file)
+
+
+def test_patch_with_a_corrupt_hunk_is_refused(synthetic):
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    first.write_text(first.read_text().replace("@@ -1,2 +1,2 @@", "@@ -1,2 +1,9 @@"))
+
+    with pytest.raises(SeriesError, match="is malformed"):
+        read_series(synthetic.ws.series_file)
+
+
+def test_fingerprint_changes_with_content(synthetic):
+    before = fingerprint(read_series(synthetic.ws.series_file))
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    first.write_text(first.read_text().replace("Fix the answer", "Fix the answer properly"))
+
+    assert fingerprint(read_series(synthetic.ws.series_file)) != before
