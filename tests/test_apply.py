@@ -135,3 +135,15 @@ def test_harness_is_written_only_where_upstream_tests_are_missing(synthetic):
     assert series_test_files(patches) == ["tests/tests_pytorch/core/test_answer.py"]
     assert git(base.path, "status", "--porcelain") == ""  # harness files are ignored, never committed
     assert write_harness(base.path, patches) == []
+
+
+def test_file_added_by_an_earlier_patch_is_not_excluded(synthetic):
+    # the first patch adds tests/tests_pytorch/core/test_answer.py; a later patch edits it
+    new_test = "tests/tests_pytorch/core/test_answer.py"
+    commit(synthetic.tree, {new_test: "def test_answer():\n    assert True\n"}, "Edit the new test")
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+
+    base, result = _apply(synthetic)
+
+    assert result.excluded == {}
+    assert (base.path / new_test).read_text() == "def test_answer():\n    assert True\n"

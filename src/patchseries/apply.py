@@ -71,13 +71,15 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
 
 
 def excluded_paths(base: BaseTree, patch: Patch, pin: Pin) -> list[str]:
-    """Paths a patch modifies that this kind of base does not ship (upstream docs and tests, for the sdist)."""
+    """Paths a patch modifies that this kind of base does not ship (upstream docs and tests, for the sdist).
+
+    Existence is checked at ``HEAD``, the tree with the earlier patches applied: a file that an earlier patch of the
+    series added is not excluded.
+    """
     if base.source != "sdist":
         return []
     return [
-        path
-        for path in patch.touched_existing
-        if path.startswith(pin.sdist_lacks) and not _exists_in_base(base.path, path)
+        path for path in patch.touched_existing if path.startswith(pin.sdist_lacks) and not _exists(base.path, path)
     ]
 
 
@@ -113,5 +115,5 @@ def _is_current(repo: Path, marker: Path, stamp: str) -> bool:
     return branch == SERIES_BRANCH
 
 
-def _exists_in_base(repo: Path, path: str) -> bool:
-    return git("cat-file", "-e", f"{BASE_BRANCH}:{path}", cwd=repo, check=False).returncode == 0
+def _exists(repo: Path, path: str) -> bool:
+    return git("cat-file", "-e", f"HEAD:{path}", cwd=repo, check=False).returncode == 0

@@ -83,6 +83,26 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
     return 0
 
 
+def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
+    from patchseries import matrix
+
+    rows = matrix.run_matrix(ws, args.torch or list(matrix.DEFAULT_VERSIONS), make_log(), installer=args.installer)
+    table = matrix.to_markdown(rows)
+    out_dir = ws.reports / "matrix"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "matrix.json").write_text(matrix.to_json(rows))
+    (out_dir / "matrix.md").write_text(table)
+    if args.write_readme:
+        matrix.update_readme(args.write_readme, table)
+    print(table)
+    print(f"written: {out_dir / 'matrix.json'}, {out_dir / 'matrix.md'}")
+    incomplete = [row.torch for row in rows if row.error]
+    if incomplete:
+        print(f"error: matrix incomplete, no result for torch {', '.join(incomplete)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _choice(args: argparse.Namespace) -> BaseChoice:
     from patchseries.pipeline import BaseChoice
 
@@ -122,6 +142,11 @@ def _parser() -> argparse.ArgumentParser:
     export.set_defaults(handler=cmd_export)
     check = sub.add_parser("check", parents=[common], help="drift check: patches equal a fresh export of themselves")
     check.set_defaults(handler=cmd_check)
+    matrix = sub.add_parser("matrix", parents=[common], help="the series' tests before/after, per torch version")
+    matrix.add_argument("--torch", action="append", help="a torch release (repeatable; default: the documented list)")
+    matrix.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto")
+    matrix.add_argument("--write-readme", type=Path, metavar="README", help="replace the table between the markers")
+    matrix.set_defaults(handler=cmd_matrix)
     return parser
 
 

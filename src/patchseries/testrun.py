@@ -37,11 +37,13 @@ def run_tests(
     changed_sources: list[str],
     reports: Path,
     pytest_args: tuple[str, ...] = (),
+    source_override: Path | None = None,
 ) -> TestOutcome:
     """Run ``test_files`` (paths relative to ``tree``) the way upstream does: from ``tests/`` with ``python -m``.
 
     Coverage is measured on ``changed_sources`` only (the Lightning modules the series changes), reported in the
-    terminal and as XML.
+    terminal and as XML. ``source_override`` puts another ``src/`` first on the path (the unpatched base, for the
+    matrix's "before the series" run) instead of the editable install.
     """
     if not test_files:
         raise SeriesError("the series adds no test files under tests/, so there is nothing to run")
@@ -57,6 +59,8 @@ def run_tests(
         command += ["--cov=lightning", f"--cov-config={rc}", "--cov-report=term", f"--cov-report=xml:{coverage_xml}"]
     env_vars = {**os.environ, "PYTHONUNBUFFERED": "1", "COVERAGE_FILE": str(reports / ".coverage")}
     env_vars.pop("PYTHONPATH", None)
+    if source_override is not None:
+        env_vars["PYTHONPATH"] = str(source_override)
     proc = subprocess.run([*command, *pytest_args], cwd=tree / "tests", env=env_vars, check=False)
     passed, failed, skipped = _junit_counts(junit)
     return TestOutcome(
