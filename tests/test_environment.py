@@ -21,8 +21,8 @@ def test_torch_older_than_lightning_supports_is_refused():
         parse_torch_version("2.0.1")
 
 
-def test_old_torch_gets_numpy_1():
-    assert companion_requirements("2.1.2") == ["numpy<2"]
+def test_old_torch_gets_numpy_1_and_pkg_resources():
+    assert companion_requirements("2.1.2") == ["numpy<2", "setuptools<70"]
     assert companion_requirements("2.13.0") == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,9 +17,7 @@ from patchseries.series import Patch, fingerprint
 SERIES_BRANCH = "series"
 _WIP_BRANCH = "series-wip"
 _MARKER = "patchseries-applied"
-_FAILED_FILE = re.compile(
-    r"(?:patch failed: |Merge conflict in |error: )([^\s:]+)(?::\d+)?(?::|$| )",
-)
+_FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
 
 
 @dataclass
@@ -98,14 +97,27 @@ def _am(repo: Path, patch: Patch, options: list[str]) -> None:
     )  # fmt: skip
     if proc.returncode == 0:
         return
-    unmerged = out("diff", "--name-only", "--diff-filter=U", cwd=repo).splitlines()
-    reported = {m.group(1) for m in _FAILED_FILE.finditer(proc.stdout + proc.stderr) if "/" in m.group(1)}
-    files = sorted(set(unmerged) | reported)
-    git("am", "--abort", cwd=repo, check=False)
+    files = failed_files(repo, proc)
+    abort_am(repo)
     git("checkout", "--quiet", "--force", BASE_BRANCH, cwd=repo)
     git("branch", "--quiet", "-D", _WIP_BRANCH, cwd=repo, check=False)
     where = ", ".join(files) if files else "see `git am` output"
     raise SeriesError(f"{patch.name} does not apply: {where}; nothing was applied and the base is unchanged")
+
+
+def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The files a failed ``git am`` names: unmerged after a three-way merge, or reported by ``git apply``."""
+    unmerged = out("diff", "--name-only", "--diff-filter=U", cwd=repo).splitlines()
+    reported = {m.group(1) for m in _FAILED_FILE.finditer(proc.stdout + proc.stderr) if "/" in m.group(1)}
+    return sorted(set(unmerged) | reported)
+
+
+def abort_am(repo: Path) -> None:
+    """Abort a stopped ``git am``; if aborting fails (e.g. an object is missing), drop its state instead."""
+    git("am", "--abort", cwd=repo, check=False)
+    if git_path(repo, "rebase-apply").exists():
+        git("am", "--quit", cwd=repo, check=False)
+        git("reset", "--quiet", "--hard", cwd=repo, check=False)
 
 
 def _is_current(repo: Path, marker: Path, stamp: str) -> bool:

@@ -14,7 +14,9 @@ from patchseries.paths import Workspace
 from patchseries.progress import make_log
 
 if TYPE_CHECKING:
+    from patchseries.pin import Pin
     from patchseries.pipeline import BaseChoice
+    from patchseries.series import Patch
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,6 +76,8 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
 
     log = make_log()
     pin, patches = pipeline.load(ws)
+    if args.onto:
+        return _check_onto(args, pin, patches)
     problems = drift_problems(sdist_base(ws, pin, log).path, patches, ws.patches)
     for problem in problems:
         print(f"drift: {problem}")
@@ -100,6 +104,30 @@ def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     if incomplete:
         print(f"error: matrix incomplete, no result for torch {', '.join(incomplete)}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _check_onto(args: argparse.Namespace, pin: Pin, patches: list[Patch]) -> int:
+    from patchseries.onto import check_onto
+
+    if args.checkout is None:
+        raise SeriesError("check --onto needs --checkout PATH, an upstream clone that has the ref")
+    standings = check_onto(args.checkout.resolve(), args.onto, pin.tag, patches)
+    width = max(len(s.patch) for s in standings)
+    for standing in standings:
+        detail = f" ({standing.detail})" if standing.detail else ""
+        print(f"{standing.patch:<{width}}  {standing.status}{detail}")
+    return 1 if any(s.status == "conflicts" for s in standings) else 0
+
+
+def cmd_status(args: argparse.Namespace, ws: Workspace) -> int:
+    from patchseries.series import read_series
+
+    for patch in read_series(ws.series_file):
+        trailers = dict(patch.trailers)
+        print(f"{patch.name}\n  {patch.subject}")
+        for key in ("Upstream-Status", "Origin", "Bug"):
+            print(f"  {key + ':':<17}{trailers.get(key, 'MISSING')}")
     return 0
 
 
@@ -140,8 +168,12 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--tree", type=Path, help="the repository to export from (default: the sdist tree)")
     export.add_argument("--branch", default="series", help="the branch to export (default: series)")
     export.set_defaults(handler=cmd_export)
-    check = sub.add_parser("check", parents=[common], help="drift check: patches equal a fresh export of themselves")
+    check = sub.add_parser("check", parents=[common], help="drift check, or with --onto: standing against a ref")
+    check.add_argument("--onto", metavar="REF", help="report each patch against REF of --checkout (e.g. master)")
+    check.add_argument("--checkout", type=Path, metavar="PATH", help="the upstream clone for --onto")
     check.set_defaults(handler=cmd_check)
+    status = sub.add_parser("status", parents=[common], help="list each patch's upstream status trailers")
+    status.set_defaults(handler=cmd_status)
     matrix = sub.add_parser("matrix", parents=[common], help="the series' tests before/after, per torch version")
     matrix.add_argument("--torch", action="append", help="a torch release (repeatable; default: the documented list)")
     matrix.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto")

@@ -42,8 +42,12 @@ def parse_torch_version(version: str) -> tuple[int, int, int]:
 
 
 def companion_requirements(torch_version: str) -> list[str]:
-    """Pins that old torch builds need next to them (they were compiled against NumPy 1.x)."""
-    return ["numpy<2"] if parse_torch_version(torch_version) < (2, 3, 0) else []
+    """Pins that old torch builds need next to them.
+
+    torch < 2.3 was compiled against NumPy 1.x, and its inductor imports ``pkg_resources``, which current setuptools
+    no longer ships.
+    """
+    return ["numpy<2", "setuptools<70"] if parse_torch_version(torch_version) < (2, 3, 0) else []
 
 
 def find_uv() -> str | None:

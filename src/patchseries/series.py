@@ -59,7 +59,7 @@ def parse_patch(path: Path) -> Patch:
     """Parse a ``git format-patch`` file; raise if it is not one or if git cannot read its diff."""
     text = path.read_text(errors="replace")
     lines = text.splitlines()
-    subject = next((m.group(1) for line in lines if (m := _SUBJECT.match(line))), None)
+    subject = _subject(lines)
     changes: list[FileChange] = []
     for index, line in enumerate(lines):
         header = _DIFF_HEADER.match(line)
@@ -87,6 +87,20 @@ def fingerprint(patches: list[Patch]) -> str:
     for patch in patches:
         digest.update(patch.name.encode() + b"\0" + patch.path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def _subject(lines: list[str]) -> str | None:
+    """The ``Subject:`` header without its ``[PATCH]`` prefix, unfolded (long subjects continue on indented lines)."""
+    for index, line in enumerate(lines):
+        match = _SUBJECT.match(line)
+        if match:
+            parts = [match.group(1)]
+            for continuation in lines[index + 1 :]:
+                if not continuation.startswith(" "):
+                    break
+                parts.append(continuation.strip())
+            return " ".join(parts)
+    return None
 
 
 def _trailers(lines: list[str]) -> list[tuple[str, str]]:

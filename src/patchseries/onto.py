@@ -1,0 +1,85 @@
+"""`check --onto REF`: where each patch stands against another upstream ref (such as master).
+
+Each patch is tried in series order on a scratch clone at REF and reported as
+
+- ``already upstream``: its changes are present at REF (they reverse-apply, CHANGELOG entries aside, or a commit on
+  REF has the same patch id);
+- ``applies cleanly``: ``git am --3way`` applies it (later patches are tried on top of it);
+- ``conflicts``: it does not apply; the conflicting files are listed and the patch is skipped.
+
+CHANGELOG files are left out of the "already upstream" test because upstream files an entry under whichever release
+ships it, so a backport's entry never sits where the backport put it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchseries.apply import abort_am, failed_files
+from patchseries.errors import SeriesError
+from patchseries.gitcmd import TOOL_IDENTITY, git, out
+from patchseries.series import Patch
+
+_CHANGELOGS = "--exclude=*CHANGELOG.md"
+
+
+@dataclass(frozen=True)
+class Standing:
+    patch: str
+    status: str  # "already upstream", "applies cleanly" or "conflicts"
+    detail: str = ""
+
+
+def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch]) -> list[Standing]:
+    """Report each patch against ``ref`` of the repository ``upstream``; ``since`` bounds the patch-id search."""
+    if git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=upstream, check=False).returncode != 0:
+        raise SeriesError(f"{upstream} has no ref {ref!r}; fetch it first or pass another --onto")
+    upstream_ids = _patch_ids(upstream, since, ref)
+    standings = []
+    with tempfile.TemporaryDirectory(prefix="patchseries-onto-") as tmp:
+        scratch = Path(tmp) / "tree"
+        git("clone", "--quiet", "--shared", "--no-checkout", upstream, scratch)
+        git("checkout", "--quiet", "--detach", out("rev-parse", f"{ref}^{{commit}}", cwd=upstream), cwd=scratch)
+        for patch in patches:
+            standings.append(_standing(scratch, patch, upstream_ids))
+    return standings
+
+
+def _standing(repo: Path, patch: Patch, upstream_ids: dict[str, str]) -> Standing:
+    patch_id = _patch_id_of_file(patch.path)
+    if patch_id in upstream_ids:
+        return Standing(patch.name, "already upstream", f"same patch id as {upstream_ids[patch_id][:12]}")
+    code_changes = [c for c in patch.changes if not c.path.endswith("CHANGELOG.md")]
+    reverse = git("apply", "--check", "--reverse", _CHANGELOGS, patch.path, cwd=repo, check=False)
+    if code_changes and reverse.returncode == 0:
+        return Standing(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
+    proc = git("am", "--3way", patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
+    if proc.returncode == 0:
+        return Standing(patch.name, "applies cleanly")
+    files = failed_files(repo, proc)
+    abort_am(repo)
+    return Standing(patch.name, "conflicts", ", ".join(files) or _last_line(proc))
+
+
+def _patch_ids(repo: Path, since: str, ref: str) -> dict[str, str]:
+    """``{patch id: commit}`` for the commits in ``since..ref``."""
+    if git("rev-parse", "--verify", "--quiet", since, cwd=repo, check=False).returncode != 0:
+        return {}
+    log = git("log", "-p", "--no-merges", f"{since}..{ref}", cwd=repo).stdout
+    ids = subprocess.run(["git", "patch-id", "--stable"], input=log, capture_output=True, text=True, check=True)
+    return {line.split()[0]: line.split()[1] for line in ids.stdout.splitlines() if line.strip()}
+
+
+def _patch_id_of_file(path: Path) -> str:
+    proc = subprocess.run(
+        ["git", "patch-id", "--stable"], input=path.read_text(), capture_output=True, text=True, check=True
+    )
+    return proc.stdout.split()[0] if proc.stdout.strip() else ""
+
+
+def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = (proc.stderr + proc.stdout).strip().splitlines()
+    return lines[-1] if lines else "does not apply"
