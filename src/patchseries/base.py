@@ -186,3 +186,14 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def base_worktree(ws: Workspace, repo: Path, suffix: str = "base") -> Path:
+    """A worktree of ``repo``'s base commit next to it (objects shared, nothing copied), reset on every call."""
+    worktree = ws.trees / f"{repo.name}-{suffix}"
+    git("worktree", "prune", cwd=repo)
+    if not (worktree / ".git").exists():
+        remove(worktree)
+        git("worktree", "add", "--quiet", "--force", "--detach", worktree, BASE_BRANCH, cwd=repo)
+    git("checkout", "--quiet", "--force", "--detach", BASE_BRANCH, cwd=worktree)
+    return worktree

@@ -57,7 +57,7 @@ def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
         ws, _choice(args), args.torch, make_log(), installer=args.installer, pytest_args=tuple(args.pytest_args)
     )
     print(pipeline.summary(result))
-    return 0 if result.outcome.ok else 1
+    return 0 if result.ok else 1
 
 
 def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
@@ -90,11 +90,16 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import matrix
 
-    rows = matrix.run_matrix(ws, args.torch or list(matrix.DEFAULT_VERSIONS), make_log(), installer=args.installer)
-    table = matrix.to_markdown(rows)
     out_dir = ws.reports / "matrix"
+    if args.from_json:
+        rows, made_on = matrix.from_json(args.from_json.read_text())
+    else:
+        versions = args.torch or list(matrix.DEFAULT_VERSIONS)
+        rows, made_on = matrix.run_matrix(ws, versions, make_log(), installer=args.installer), None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "matrix.json").write_text(matrix.to_json(rows))
+    table = matrix.to_markdown(rows, made_on)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "matrix.json").write_text(matrix.to_json(rows))
     (out_dir / "matrix.md").write_text(table)
     if args.write_readme:
         matrix.update_readme(args.write_readme, table)
@@ -178,6 +183,7 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--torch", action="append", help="a torch release (repeatable; default: the documented list)")
     matrix.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto")
     matrix.add_argument("--write-readme", type=Path, metavar="README", help="replace the table between the markers")
+    matrix.add_argument("--from-json", type=Path, metavar="JSON", help="render a saved matrix.json instead of running")
     matrix.set_defaults(handler=cmd_matrix)
     return parser
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchseries.base import BASE_BRANCH
+from patchseries.base import base_worktree
 from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import git, out
+from patchseries.gitcmd import out
 from patchseries.harness import series_test_files, write_harness
-from patchseries.paths import PROJECT_ROOT, Workspace, remove
+from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.pipeline import BaseChoice, Prepared, prepare
 from patchseries.progress import Log
 from patchseries.testrun import run_tests
@@ -87,8 +87,15 @@ def results_by_module(junit: Path) -> dict[str, str]:
     return {m: ", ".join(f"{c[o]} {o}" for o in order if c[o]) for m, c in sorted(tallies.items())}
 
 
-def to_json(rows: list[Row]) -> str:
-    return json.dumps([row.__dict__ for row in rows], indent=2)
+def to_json(rows: list[Row], today: dt.date | None = None) -> str:
+    made_on = (today or dt.date.today()).isoformat()
+    return json.dumps({"made_on": made_on, "rows": [row.__dict__ for row in rows]}, indent=2)
+
+
+def from_json(text: str) -> tuple[list[Row], dt.date]:
+    """Rows and date of a saved ``matrix.json``, to render the table again without running anything."""
+    data = json.loads(text)
+    return [Row(**row) for row in data["rows"]], dt.date.fromisoformat(data["made_on"])
 
 
 def to_markdown(rows: list[Row], today: dt.date | None = None) -> str:
@@ -154,12 +161,7 @@ def _probe(env: Environment) -> dict[str, Any]:
 def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
     """A worktree at the base commit holding only the series' test files (and the harness): the "before" side."""
     repo = prepared.base.path
-    tree = ws.trees / f"{repo.name}-before-series"
-    git("worktree", "prune", cwd=repo)
-    if not (tree / ".git").exists():
-        remove(tree)
-        git("worktree", "add", "--quiet", "--force", "--detach", tree, BASE_BRANCH, cwd=repo)
-    git("checkout", "--quiet", "--force", "--detach", BASE_BRANCH, cwd=tree)
+    tree = base_worktree(ws, repo, "before-series")
     added = [path for patch in prepared.patches for path in patch.new_files if path.startswith("tests/")]
     for path in added:
         target = tree / path

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries import base as base_sources
@@ -15,6 +15,7 @@ from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
 from patchseries.series import Patch, read_series
 from patchseries.testrun import TestOutcome, changed_source_files, run_tests
+from patchseries.upstream import Comparison, requirement_args, run_static_gates, run_upstream_tests
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,11 @@ class JobResult:
     prepared: Prepared
     torch: str
     outcome: TestOutcome
+    upstream: list[Comparison] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok and not any(c.new for c in self.upstream)
 
 
 def load(ws: Workspace) -> tuple[Pin, list[Patch]]:
@@ -79,13 +85,19 @@ def run_main_job(
 ) -> JobResult:
     """The whole main job; the caller prints :func:`summary` of the result."""
     prepared = prepare(ws, choice, log)
+    tree = prepared.base.path
+    upstream_checkout = prepared.base.has_upstream_tests
     log(f"stage 4/5: environment with torch {torch}")
-    env = ensure_environment(ws, prepared.base.path, torch, log, installer=installer)
+    extra = requirement_args(ws, tree) if upstream_checkout else ()
+    env = ensure_environment(ws, tree, torch, log, installer=installer, extra=extra)
     tests = series_test_files(prepared.patches)
     sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
     log(f"stage 5/5: running {len(tests)} test modules of the series")
-    outcome = run_tests(env, prepared.base.path, tests, sources, ws.reports / f"torch-{torch}", pytest_args)
-    return JobResult(prepared, torch, outcome)
+    outcome = run_tests(env, tree, tests, sources, ws.reports / f"torch-{torch}", pytest_args)
+    upstream = []
+    if upstream_checkout:
+        upstream = [run_upstream_tests(ws, env, tree, log), *run_static_gates(ws, env, tree, log)]
+    return JobResult(prepared, torch, outcome, upstream)
 
 
 def summary(result: JobResult) -> str:
@@ -105,6 +117,7 @@ def summary(result: JobResult) -> str:
         f"  tests:     {outcome.passed} passed, {outcome.failed} failed, {outcome.skipped} skipped",
         f"  coverage:  {coverage} of the changed Lightning modules (xml: {outcome.coverage_xml or 'none'})",
         f"  tree:      {prepared.base.path} (branch series)",
-        f"  result:    {'OK' if outcome.ok else 'FAILED'}",
+        *(f"  upstream:  {comparison.line()}" for comparison in result.upstream),
+        f"  result:    {'OK' if result.ok else 'FAILED'}",
     ]
     return "\n".join(lines)
