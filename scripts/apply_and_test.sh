@@ -2,5 +2,5 @@
 # The main job: get the pinned Lightning, apply the series, install it with torch, run the series' tests.
 # All options are passed to `patchseries test`; see `scripts/apply_and_test.sh --help`.
 source "$(dirname "$0")/_bootstrap.sh"
-bootstrap_tool_env ""
+bootstrap_tool_env
 exec "$TOOL_ENV/bin/python" -m patchseries test "$@"

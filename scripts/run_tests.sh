@@ -2,7 +2,7 @@
 # The project's test suite: lint, type check, and pytest (which includes one run of the main job on the default
 # torch). Arguments go to pytest, e.g. `scripts/run_tests.sh -m "not slow"` for the fast part only.
 source "$(dirname "$0")/_bootstrap.sh"
-bootstrap_tool_env "[dev]"
+bootstrap_tool_env
 cd "$ROOT"
 "$TOOL_ENV/bin/python" -m ruff check src tests benchmarks reproducers
 "$TOOL_ENV/bin/python" -m ruff format --check src tests benchmarks reproducers

@@ -120,9 +120,20 @@ def _install(venv: Path, uv: str | None, args: list[str], torch_version: str, py
 def _run(command: list[str], what: str) -> None:
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
-        useful = [line for line in lines if "rror" in line or "not" in line or "No solution" in line] or lines
-        raise SeriesError(f"{what}: {useful[-1] if useful else f'exit status {proc.returncode}'}")
+        raise SeriesError(f"{what}: {_reason(proc.stderr + proc.stdout) or f'exit status {proc.returncode}'}")
+
+
+def _reason(output: str) -> str:
+    """The line of an installer's output that says why: uv's "Because ..." or pip's "No matching distribution"."""
+    lines = [line.strip(" ╰─▶×│") for line in output.splitlines() if line.strip(" ╰─▶×│")]
+    requested = [line for line in lines if line.startswith("The user requested")]
+    if requested:  # pip's conflict report: what was asked for against what constrains it
+        return "; ".join(requested)
+    for marker in ("Because ", "No matching distribution", "ERROR: ", "error: "):
+        found = [line for line in lines if marker in line]
+        if found:
+            return found[0]
+    return lines[-1] if lines else ""
 
 
 def _python_tag(python: str) -> str:
