@@ -35,26 +35,27 @@ class GAN(pl.LightningModule):
         self.generator = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
         self.discriminator = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1))
 
-    def _phase(self, optimizer: Any, generator_phase: bool, inputs: torch.Tensor) -> None:
-        def loss() -> torch.Tensor:
-            if generator_phase:
-                return self.discriminator(self.generator(inputs)).mean()
-            return self.discriminator(inputs).pow(2).mean()
+    def _loss(self, generator_phase: bool, inputs: torch.Tensor) -> torch.Tensor:
+        if generator_phase:
+            return self.discriminator(self.generator(inputs)).mean()
+        return self.discriminator(inputs).pow(2).mean()
 
+    def _phase(self, optimizer: Any, generator_phase: bool, inputs: torch.Tensor) -> None:
+        # no closures here: torch 2.1 guards on a fresh function object and would recompile on every step
         if self.variant == "with":
             with self.toggle_optimizer(optimizer):
-                self.manual_backward(loss())
+                self.manual_backward(self._loss(generator_phase, inputs))
             return
         if self.variant == "toggled":
             with self.toggled_optimizer(optimizer):
                 optimizer.zero_grad()
-                self.manual_backward(loss())
+                self.manual_backward(self._loss(generator_phase, inputs))
                 optimizer.step()
             return
         if self.variant == "calls":
             self.toggle_optimizer(optimizer)
         optimizer.zero_grad()
-        self.manual_backward(loss())
+        self.manual_backward(self._loss(generator_phase, inputs))
         optimizer.step()
         if self.variant == "calls":
             self.untoggle_optimizer(optimizer)
@@ -83,8 +84,15 @@ class Counting:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Any:
         self.graphs += 1
-        self.matmuls += sum(1 for n in gm.graph.nodes if "linear" in str(n.target) or "addmm" in str(n.target))
+        self.matmuls += sum(1 for node in gm.graph.nodes if _is_matmul(gm, node))
         return self.inner(gm, example_inputs)
+
+
+def _is_matmul(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
+    """A linear layer in a Dynamo graph: a ``call_module`` of ``nn.Linear`` (older torch) or a linear/mm call."""
+    if node.op == "call_module":
+        return isinstance(gm.get_submodule(str(node.target)), nn.Linear)
+    return node.op == "call_function" and any(name in str(node.target) for name in ("linear", "addmm", "mm"))
 
 
 def supports_with_block() -> bool:

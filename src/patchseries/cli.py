@@ -93,6 +93,10 @@ def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     out_dir = ws.reports / "matrix"
     if args.from_json:
         rows, made_on = matrix.from_json(args.from_json.read_text())
+        if args.refresh_compile_stats:
+            matrix.refresh_compile_stats(ws, rows, make_log(), installer=args.installer)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "matrix.json").write_text(matrix.to_json(rows, made_on))
     else:
         versions = args.torch or list(matrix.DEFAULT_VERSIONS)
         rows, made_on = matrix.run_matrix(ws, versions, make_log(), installer=args.installer), None
@@ -184,6 +188,9 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto")
     matrix.add_argument("--write-readme", type=Path, metavar="README", help="replace the table between the markers")
     matrix.add_argument("--from-json", type=Path, metavar="JSON", help="render a saved matrix.json instead of running")
+    matrix.add_argument(
+        "--refresh-compile-stats", action="store_true", help="with --from-json: measure the compile statistics again"
+    )
     matrix.set_defaults(handler=cmd_matrix)
     return parser
 

@@ -68,6 +68,17 @@ def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "a
     return rows
 
 
+def refresh_compile_stats(ws: Workspace, rows: list[Row], log: Log, installer: str = "auto") -> None:
+    """Measure the compile statistics again for saved rows (after a change to the probe), keeping test results."""
+    prepared = prepare(ws, BaseChoice(), log)
+    for row in rows:
+        if row.error:
+            continue
+        log(f"torch {row.torch}: compile statistics")
+        env = ensure_environment(ws, prepared.base.path, row.torch, log, installer=installer)
+        row.compile = _probe(env)
+
+
 def results_by_module(junit: Path) -> dict[str, str]:
     """``{"test_x": "9 passed, 1 xfailed"}`` per test module, from a JUnit report."""
     if not junit.exists():
