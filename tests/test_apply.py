@@ -135,6 +135,8 @@ def test_harness_is_written_only_where_upstream_tests_are_missing(synthetic):
     assert series_test_files(patches) == ["tests/tests_pytorch/core/test_answer.py"]
     assert git(base.path, "status", "--porcelain") == ""  # harness files are ignored, never committed
     assert write_harness(base.path, patches) == []
+    # the work tree now has tests/, but the sdist base still counts as a base without upstream tests
+    assert not sdist_base(synthetic.ws, load_pin(synthetic.ws.pin_file), quiet).has_upstream_tests
 
 
 def test_file_added_by_an_earlier_patch_is_not_excluded(synthetic):

@@ -33,18 +33,25 @@ class BaseTree:
 
     path: Path
     source: str  # "sdist", "checkout" or "git"
-    has_upstream_tests: bool
 
     @property
     def base_commit(self) -> str:
         return out("rev-parse", BASE_BRANCH, cwd=self.path)
+
+    @property
+    def has_upstream_tests(self) -> bool:
+        """Whether the base commit ships upstream's ``tests/`` (an upstream checkout does, the sdist does not).
+
+        Asked of the commit, not the work tree, where the series' tests and the harness also live.
+        """
+        return git("cat-file", "-e", f"{BASE_BRANCH}:tests", cwd=self.path, check=False).returncode == 0
 
 
 def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
     """The base built from the pinned sdist: the same commit id on every machine."""
     tree = ws.trees / f"sdist-{pin.version}"
     if _usable(tree, pin.base_commit):
-        return BaseTree(tree, "sdist", has_upstream_tests=(tree / "tests").is_dir())
+        return BaseTree(tree, "sdist")
     archive = download_sdist(ws, pin, log)
     log(f"making the base repository from {archive.name}")
     remove(tree)
@@ -69,7 +76,7 @@ def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
             "the sdist or the base recipe changed, update [sdist].base_commit only if that is intended"
         )
     building.rename(tree)
-    return BaseTree(tree, "sdist", has_upstream_tests=(tree / "tests").is_dir())
+    return BaseTree(tree, "sdist")
 
 
 def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
@@ -113,7 +120,7 @@ def checkout_base(ws: Workspace, pin: Pin, checkout: Path, force_base: bool, log
         )
     tree = ws.trees / f"checkout-{hashlib.sha256(str(checkout).encode()).hexdigest()[:8]}"
     if _usable(tree, head):
-        return BaseTree(tree, "checkout", has_upstream_tests=(tree / "tests").is_dir())
+        return BaseTree(tree, "checkout")
     log(f"cloning {checkout} at {head[:12]} (shared, read-only for the original)")
     return _clone(tree, str(checkout), ["--shared", "--no-checkout"], head, "checkout")
 
@@ -122,7 +129,7 @@ def git_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
     """A shallow clone of upstream at the pinned tag."""
     tree = ws.trees / f"git-{pin.tag}"
     if (tree / ".git").is_dir() and git("rev-parse", "--verify", "--quiet", BASE_BRANCH, cwd=tree, check=False).stdout:
-        return BaseTree(tree, "git", has_upstream_tests=(tree / "tests").is_dir())
+        return BaseTree(tree, "git")
     log(f"cloning {pin.git_url} at tag {pin.tag}")
     try:
         return _clone(tree, pin.git_url, ["--depth", "1", "--branch", pin.tag, "--no-checkout"], "HEAD", "git")
@@ -143,7 +150,7 @@ def _clone(tree: Path, source: str, options: list[str], commit: str, kind: str) 
         raise
     add_excludes(building, BUILD_ARTIFACTS)
     building.rename(tree)
-    return BaseTree(tree, kind, has_upstream_tests=(tree / "tests").is_dir())
+    return BaseTree(tree, kind)
 
 
 def _usable(tree: Path, expected_commit: str) -> bool:
