@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
-import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +17,12 @@ from typing import Any
 from patchseries.base import base_worktree
 from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import out
+from patchseries.gitcmd import git
 from patchseries.harness import series_test_files, write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.pipeline import BaseChoice, Prepared, prepare
 from patchseries.progress import Log
-from patchseries.testrun import run_tests
+from patchseries.testrun import junit_cases, run_tests
 
 DEFAULT_VERSIONS = ("2.1.2", "2.4.1", "2.6.0", "2.8.0", "2.10.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
 PROBE = PROJECT_ROOT / "benchmarks" / "toggle_cost.py"
@@ -84,16 +83,10 @@ def results_by_module(junit: Path) -> dict[str, str]:
     if not junit.exists():
         return {"(no report)": "error: pytest produced no report"}
     tallies: dict[str, Counter[str]] = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
+    for case in junit_cases(junit):
         # a module that fails to import is reported with an empty class name and the module path as its name
-        module = (case.get("classname") or case.get("name") or "?").rsplit(".", 1)[-1]
-        outcome = "passed"
-        for child in case:
-            if child.tag in ("failure", "error"):
-                outcome = "failed"
-            elif child.tag == "skipped":
-                outcome = "xfailed" if "xfail" in (child.get("type", "") + child.get("message", "")) else "skipped"
-        tallies.setdefault(module, Counter())[outcome] += 1
+        module = (case.classname or case.name or "?").rsplit(".", 1)[-1]
+        tallies.setdefault(module, Counter())[case.outcome] += 1
     order = ("failed", "passed", "xfailed", "skipped")
     return {m: ", ".join(f"{c[o]} {o}" for o in order if c[o]) for m, c in sorted(tallies.items())}
 
@@ -177,6 +170,6 @@ def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
     for path in added:
         target = tree / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(out("show", f"HEAD:{path}", cwd=repo) + "\n")
+        target.write_text(git("show", f"HEAD:{path}", cwd=repo).stdout)
     write_harness(tree, prepared.patches)
     return tree

@@ -91,15 +91,36 @@ def _coverage_config(reports: Path, tree: Path, sources: list[str]) -> Path:
     return rc
 
 
-def _junit_counts(junit: Path) -> tuple[int, int, int]:
+@dataclass(frozen=True)
+class CaseResult:
+    """One ``<testcase>`` of a JUnit report."""
+
+    classname: str
+    name: str
+    outcome: str  # "passed", "failed", "xfailed" or "skipped"
+
+
+def junit_cases(junit: Path) -> list[CaseResult]:
+    """Every test case of a pytest JUnit report (none if the report is missing)."""
     if not junit.exists():
-        return 0, 0, 0
-    root = ET.parse(junit).getroot()
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    total = sum(int(s.get("tests", 0)) for s in suites)
-    failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
-    skipped = sum(int(s.get("skipped", 0)) for s in suites)
-    return total - failed - skipped, failed, skipped
+        return []
+    cases = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed"
+            elif child.tag == "skipped":
+                outcome = "xfailed" if "xfail" in (child.get("type", "") + child.get("message", "")) else "skipped"
+        cases.append(CaseResult(case.get("classname") or "", case.get("name") or "", outcome))
+    return cases
+
+
+def _junit_counts(junit: Path) -> tuple[int, int, int]:
+    outcomes = [case.outcome for case in junit_cases(junit)]
+    failed = outcomes.count("failed")
+    skipped = outcomes.count("skipped") + outcomes.count("xfailed")
+    return len(outcomes) - failed - skipped, failed, skipped
 
 
 def _line_rate(coverage_xml: Path) -> float | None:

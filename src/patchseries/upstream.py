@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from patchseries.environment import Environment
 from patchseries.gitcmd import out
 from patchseries.paths import Workspace
 from patchseries.progress import Log
-from patchseries.testrun import run_tests
+from patchseries.testrun import junit_cases, run_tests
 
 UPSTREAM_MODULES = (
     "tests/tests_pytorch/core/test_lightning_module.py",
@@ -127,11 +126,7 @@ def _split(comparison: Comparison, failing: set[str], failing_before: set[str]) 
 def _failed_ids(junit: Path) -> set[str]:
     if not junit.exists():
         return {"(no report)"}
-    failed = set()
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        if any(child.tag in ("failure", "error") for child in case):
-            failed.add(f"{case.get('classname')}::{case.get('name')}")
-    return failed
+    return {f"{case.classname}::{case.name}" for case in junit_cases(junit) if case.outcome == "failed"}
 
 
 def _ruff_requirement(tree: Path) -> str:
