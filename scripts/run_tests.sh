@@ -4,6 +4,10 @@
 source "$(dirname "$0")/_bootstrap.sh"
 bootstrap_tool_env
 cd "$ROOT"
+# Only the tool environment and the system's own directories (for git) are on PATH: a tool someone installed by hand
+# elsewhere must not make the suite pass where a fresh machine would fail.
+git_dir="$(dirname "$(command -v git)")"
+export PATH="$TOOL_ENV/bin:$git_dir:/usr/bin:/bin"
 "$TOOL_ENV/bin/python" -m ruff check src tests benchmarks reproducers
 "$TOOL_ENV/bin/python" -m ruff format --check src tests benchmarks reproducers
 "$TOOL_ENV/bin/python" -m mypy
