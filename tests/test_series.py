@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import git
 from patchseries.errors import SeriesError
 from patchseries.series import fingerprint, read_series
 
@@ -52,3 +53,34 @@ def test_fingerprint_changes_with_content(synthetic):
     first.write_text(first.read_text().replace("Fix the answer", "Fix the answer properly"))
 
     assert fingerprint(read_series(synthetic.ws.series_file)) != before
+
+
+def test_patch_listed_twice_is_refused(synthetic):
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    with synthetic.ws.series_file.open("a") as handle:
+        handle.write(f"{first.name}\n")
+
+    with pytest.raises(SeriesError, match=rf"lists {first.name} twice \(lines 2 and 4\); list each patch once"):
+        read_series(synthetic.ws.series_file)
+
+
+def test_patch_outside_the_series_directory_is_refused(synthetic):
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    outside = synthetic.ws.patches.parent / "x.patch"
+    outside.write_bytes(first.read_bytes())
+    synthetic.ws.series_file.write_text("../x.patch\n")
+
+    with pytest.raises(SeriesError, match=r"line 1 names \.\./x\.patch, outside .*; list patch files of that folder"):
+        read_series(synthetic.ws.series_file)
+
+
+def test_empty_series_is_refused_before_any_work(synthetic, tmp_path):
+    synthetic.ws.series_file.write_text("# nothing yet\n")
+    series_before = git(synthetic.tree, "rev-parse", "series")
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1].startswith(f"error: {synthetic.ws.series_file} lists no patches")
+    assert "stage 2/5" not in proc.stderr
+    assert git(synthetic.tree, "rev-parse", "series") == series_before

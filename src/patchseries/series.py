@@ -42,16 +42,37 @@ class Patch:
 
 
 def read_series(series_file: Path) -> list[Patch]:
-    """Read the series file and parse every patch it names, refusing a missing or malformed one."""
+    """Read the series file and parse every patch it names, refusing a missing or malformed one.
+
+    Each line names one patch file of the series directory, once; an empty series is refused too, before any work.
+    """
     if not series_file.is_file():
         raise SeriesError(f"series file {series_file} does not exist")
-    names = [line.split("#", 1)[0].strip() for line in series_file.read_text().splitlines()]
+    directory = series_file.parent.resolve()
+    seen: dict[str, int] = {}
     patches = []
-    for name in (n for n in names if n):
+    for number, line in enumerate(series_file.read_text().splitlines(), 1):
+        name = line.split("#", 1)[0].strip()
+        if not name:
+            continue
+        if name in seen:
+            raise SeriesError(
+                f"{series_file} lists {name} twice (lines {seen[name]} and {number}); list each patch once"
+            )
+        seen[name] = number
         path = series_file.parent / name
+        if directory not in path.resolve().parents:
+            raise SeriesError(
+                f"{series_file} line {number} names {name}, outside {directory}; list patch files of that folder only"
+            )
         if not path.is_file():
             raise SeriesError(f"series names {name}, but {path} does not exist")
         patches.append(parse_patch(path))
+    if not patches:
+        raise SeriesError(
+            f"{series_file} lists no patches; add the patch file names, one a line (or export a branch with "
+            "`python -m patchseries export`)"
+        )
     return patches
 
 
