@@ -113,3 +113,18 @@ def synthetic(tmp_path: Path) -> Synthetic:
     )
     export_series(tree, ws.patches, branch="series")
     return Synthetic(ws=ws, sdist=sdist, tree=tree)
+
+
+@pytest.fixture
+def upstream_clone(tmp_path: Path) -> Path:
+    """A stand-in for a user's upstream checkout, tagged 1.0."""
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    for name, text in RELEASE_FILES.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "release")
+    git(repo, "tag", "1.0")
+    return repo

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from conftest import RELEASE_FILES, git, make_sdist, write_pin
@@ -63,21 +65,6 @@ def test_interrupted_base_build_is_recovered(tmp_path):
     assert not leftover.exists()
 
 
-@pytest.fixture
-def upstream_clone(tmp_path):
-    """A stand-in for a user's upstream checkout, tagged 1.0."""
-    repo = tmp_path / "upstream"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    for name, text in RELEASE_FILES.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "release")
-    git(repo, "tag", "1.0")
-    return repo
-
-
 def _snapshot(repo):
     return git(repo, "status", "--porcelain", "--ignored"), git(repo, "show-ref"), git(repo, "rev-parse", "HEAD")
 
@@ -132,3 +119,15 @@ def test_unknown_pin_key_is_reported(tmp_path):
     (tmp_path / "base.toml").write_text("[base]\nname = 'x'\n")
     with pytest.raises(SeriesError, match="lacks the key"):
         load_pin(tmp_path / "base.toml")
+
+
+def test_checkout_index_is_left_byte_for_byte(tmp_path, upstream_clone):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
+    core = upstream_clone / "src" / "fakelib" / "core.py"
+    later = core.stat().st_mtime + 10
+    os.utime(core, (later, later))  # same content, new stat data: `git status` would rewrite the index
+    index = (upstream_clone / ".git" / "index").read_bytes()
+
+    checkout_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"), upstream_clone, False, quiet)
+
+    assert (upstream_clone / ".git" / "index").read_bytes() == index

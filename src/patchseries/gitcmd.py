@@ -44,7 +44,8 @@ def git(
     for item in STABLE_CONFIG:
         command += ["-c", item]
     command += [str(a) for a in args]
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+    # GIT_OPTIONAL_LOCKS=0: reading (``git status``) never rewrites the index, so a user's checkout stays byte for byte
+    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", **(env or {})}
     proc = subprocess.run(command, cwd=cwd, env=full_env, input=stdin, capture_output=True, text=True, check=False)
     if check and proc.returncode != 0:
         detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
