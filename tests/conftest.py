@@ -44,6 +44,12 @@ class Synthetic:
         return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
+def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m patchseries`` with exactly these arguments."""
+    command = [sys.executable, "-m", "patchseries", *args]
+    return subprocess.run(command, capture_output=True, text=True, check=False, cwd=cwd, env=env)
+
+
 def make_sdist(directory: Path, files: dict[str, str], root: str = "fakelib-1.0") -> Path:
     archive = directory / f"{root}.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:

@@ -13,6 +13,7 @@ from patchseries.gitcmd import TOOL_IDENTITY, git, git_path, out
 from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, fingerprint
+from patchseries.treestate import TreeState, back_up, inspect_tree
 
 SERIES_BRANCH = "series"
 _WIP_BRANCH = "series-wip"
@@ -30,24 +31,46 @@ class ApplyResult:
     already_present: list[str] = field(default_factory=list)
     excluded: dict[str, list[str]] = field(default_factory=dict)
     reused: bool = False
+    local: str | None = None  # the tree is not patches/: what differs ("1 uncommitted file (...)")
+    where: str = f"branch {SERIES_BRANCH}"
+    backups: list[str] = field(default_factory=list)
 
 
-def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> ApplyResult:
-    """Put the series on branch ``series`` of ``base``; on any failure leave the repository on ``base``, unchanged."""
+def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log, discard: bool = False) -> ApplyResult:
+    """Put the series on branch ``series`` of ``base``; on any failure leave the repository on ``base``, unchanged.
+
+    A tree that already holds this series on this base is reused. If the contributor changed it since (uncommitted
+    changes, other commits, another branch), it is left as it is and reported as ``local``: it is what will be
+    tested, and it is not patches/. Re-applying over work that is not in patches/ is refused unless ``discard``,
+    which first backs that work up (see :mod:`patchseries.treestate`).
+    """
     repo = base.path
     recover_interrupted(repo)
-    stamp = f"{fingerprint(patches)} {base.base_commit}\n"
     marker = git_path(repo, _MARKER)
-    if _is_current(repo, marker, stamp):
-        log(f"series already applied on {repo} (branch {SERIES_BRANCH}); reusing it")
-        return ApplyResult(tree=repo, head=out("rev-parse", "HEAD", cwd=repo), reused=True)
-
-    marker.unlink(missing_ok=True)
-    if git("rev-parse", "--verify", "--quiet", SERIES_BRANCH, cwd=repo, check=False).returncode == 0:
-        # Keep unexported commits a contributor may have made on the old branch.
-        git("branch", "--quiet", "--force", f"{SERIES_BRANCH}-previous", SERIES_BRANCH, cwd=repo)
-    git("checkout", "--quiet", "--force", "-B", _WIP_BRANCH, BASE_BRANCH, cwd=repo)
+    recorded = _read_marker(marker)
+    wanted = (fingerprint(patches), base.base_commit)
+    known = [BASE_BRANCH, *([recorded[2]] if recorded else [])]
+    state = inspect_tree(repo, SERIES_BRANCH, known, {p.path.read_text() for p in patches})
+    if recorded and recorded[:2] == wanted:
+        if state.head == recorded[2] and not state.uncommitted:
+            log(f"series already applied on {repo} ({state.where}); reusing it")
+            return ApplyResult(tree=repo, head=state.head, reused=True, where=state.where)
+        if not discard:
+            local = _local_description(state, recorded[2])
+            log(f"tree: local changes, not patches/ ({local}): left as it is; export them to make them the "
+                "series, or re-run with --discard to back them up and re-apply patches/")  # fmt: skip
+            return ApplyResult(tree=repo, head=state.head, local=local, where=state.where)
     result = ApplyResult(tree=repo, head="")
+    if state.has_work:
+        if not discard:
+            raise SeriesError(
+                f"{repo} has {state.describe()}, which re-applying patches/ would lose; export them first "
+                "(python -m patchseries export), or re-run with --discard to back them up and re-apply"
+            )
+        result.backups = back_up(repo, state, SERIES_BRANCH)
+        for backup in result.backups:
+            log(f"backed up {backup}")
+    git("checkout", "--quiet", "--force", "-B", _WIP_BRANCH, BASE_BRANCH, cwd=repo)
     for patch in patches:
         excludes = excluded_paths(base, patch, pin)
         if excludes:
@@ -64,8 +87,8 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
         result.applied.append(patch.name)
         log(f"applied {patch.name}")
     git("branch", "--quiet", "-M", SERIES_BRANCH, cwd=repo)
-    marker.write_text(stamp)
     result.head = out("rev-parse", "HEAD", cwd=repo)
+    marker.write_text(f"{wanted[0]} {wanted[1]} {result.head}\n")
     return result
 
 
@@ -83,10 +106,16 @@ def excluded_paths(base: BaseTree, patch: Patch, pin: Pin) -> list[str]:
 
 
 def recover_interrupted(repo: Path) -> None:
-    """Abort a ``git am`` left over by an interrupted run, so a re-run starts from a known state."""
-    if git_path(repo, "rebase-apply").exists():
-        git("am", "--abort", cwd=repo, check=False)
-        git("checkout", "--quiet", "--force", BASE_BRANCH, cwd=repo)
+    """Undo what an interrupted run left on the tool's work branch (a stopped ``git am``), so a re-run starts clean.
+
+    Only the tool's own branch ``series-wip`` is touched; a rebase or ``git am`` of the contributor's is left alone.
+    """
+    branch = git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=repo, check=False).stdout.strip()
+    if branch == _WIP_BRANCH:
+        if git_path(repo, "rebase-apply").exists():
+            abort_am(repo)
+        series = git("rev-parse", "--verify", "--quiet", SERIES_BRANCH, cwd=repo, check=False).returncode == 0
+        git("checkout", "--quiet", "--force", SERIES_BRANCH if series else BASE_BRANCH, cwd=repo)
     git("branch", "--quiet", "-D", _WIP_BRANCH, cwd=repo, check=False)
 
 
@@ -120,11 +149,18 @@ def abort_am(repo: Path) -> None:
         git("reset", "--quiet", "--hard", cwd=repo, check=False)
 
 
-def _is_current(repo: Path, marker: Path, stamp: str) -> bool:
-    if not marker.is_file() or marker.read_text() != stamp:
-        return False
-    branch = git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=repo, check=False).stdout.strip()
-    return branch == SERIES_BRANCH
+def _read_marker(marker: Path) -> tuple[str, str, str] | None:
+    """``(series fingerprint, base commit, head)`` the tool last applied, or None (none yet, or an older format)."""
+    fields = marker.read_text().split() if marker.is_file() else []
+    return (fields[0], fields[1], fields[2]) if len(fields) == 3 else None
+
+
+def _local_description(state: TreeState, applied_head: str) -> str:
+    """What makes the tree differ from the series the tool applied."""
+    parts = [state.describe()] if state.has_work else []
+    if state.head != applied_head and not (state.unexported and state.branch == SERIES_BRANCH):
+        parts.append(f"HEAD is {state.where}, not the applied series")
+    return ", ".join(parts)
 
 
 def _exists(repo: Path, path: str) -> bool:

@@ -1,7 +1,9 @@
 """Get the pinned base as a git repository: from the PyPI sdist, a user's checkout, or an upstream clone.
 
 Every source ends the same way: a repository under the work directory whose branch ``base`` is the pinned
-release. The user's own checkout is only ever read (it is cloned with ``--shared``), never modified.
+release. The user's own checkout is only ever read (it is cloned with ``--shared``), never modified. A repository
+that exists is never deleted or re-cloned: when the base it should have changes, only its branch ``base`` moves, so
+branch ``series`` and a contributor's work in the tree stay (see :mod:`patchseries.apply` for re-applying).
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
         return BaseTree(tree, "sdist")
     archive = download_sdist(ws, pin, log)
     log(f"making the base repository from {archive.name}")
-    remove(tree)
     building = partial_path(tree)
     remove(building)
     with tempfile.TemporaryDirectory(dir=ws.workdir) as tmp:
@@ -75,7 +76,12 @@ def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
             f"the sdist gave base commit {commit[:12]}, the pin expects {pin.base_commit[:12]}; "
             "the sdist or the base recipe changed, update [sdist].base_commit only if that is intended"
         )
-    building.rename(tree)
+    if _is_repository(tree):
+        _move_base(tree, str(building), BASE_BRANCH, commit, log)
+        remove(building)
+    else:
+        remove(tree)
+        building.rename(tree)
     return BaseTree(tree, "sdist")
 
 
@@ -121,6 +127,9 @@ def checkout_base(ws: Workspace, pin: Pin, checkout: Path, force_base: bool, log
     tree = ws.trees / f"checkout-{hashlib.sha256(str(checkout).encode()).hexdigest()[:8]}"
     if _usable(tree, head):
         return BaseTree(tree, "checkout")
+    if _is_repository(tree):
+        _move_base(tree, str(checkout), "HEAD", head, log)
+        return BaseTree(tree, "checkout")
     log(f"cloning {checkout} at {head[:12]} (shared, read-only for the original)")
     return _clone(tree, str(checkout), ["--shared", "--no-checkout"], head, "checkout")
 
@@ -128,7 +137,12 @@ def checkout_base(ws: Workspace, pin: Pin, checkout: Path, force_base: bool, log
 def git_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
     """A shallow clone of upstream at the pinned tag."""
     tree = ws.trees / f"git-{pin.tag}"
-    if (tree / ".git").is_dir() and git("rev-parse", "--verify", "--quiet", BASE_BRANCH, cwd=tree, check=False).stdout:
+    if _is_repository(tree):
+        if not _usable(tree, ""):
+            raise SeriesError(
+                f"{tree} has no branch {BASE_BRANCH}; restore it (git -C {tree} branch {BASE_BRANCH} {pin.tag}), "
+                "or move the tree away (it may hold your work) and re-run"
+            )
         return BaseTree(tree, "git")
     log(f"cloning {pin.git_url} at tag {pin.tag}")
     try:
@@ -151,6 +165,29 @@ def _clone(tree: Path, source: str, options: list[str], commit: str, kind: str) 
     add_excludes(building, BUILD_ARTIFACTS)
     building.rename(tree)
     return BaseTree(tree, kind)
+
+
+def _is_repository(tree: Path) -> bool:
+    """Whether ``tree`` is a repository made by an earlier run (which may hold a contributor's work)."""
+    if not (tree / ".git").exists():
+        return False
+    if git("rev-parse", "--git-dir", cwd=tree, check=False).returncode != 0:
+        raise SeriesError(f"{tree} is not a readable git repository; move it away (it may hold your work) and re-run")
+    return True
+
+
+def _move_base(tree: Path, source: str, ref: str, commit: str, log: Log) -> None:
+    """Point branch ``base`` of an existing tree at ``commit`` (fetched from ``source``), keeping everything else."""
+    git("fetch", "--quiet", "--no-tags", source, ref, cwd=tree)
+    fetched = out("rev-parse", "FETCH_HEAD", cwd=tree)
+    if fetched != commit:
+        raise SeriesError(f"{source} moved while it was read ({ref} is {fetched[:12]}, not {commit[:12]}); re-run")
+    if git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=tree, check=False).stdout.strip() == BASE_BRANCH:
+        git("checkout", "--quiet", "--detach", cwd=tree)  # the work tree stays as it is
+    old = git("rev-parse", "--verify", "--quiet", BASE_BRANCH, cwd=tree, check=False).stdout.strip()
+    git("branch", "--quiet", "--force", BASE_BRANCH, commit, cwd=tree)
+    log(f"moved branch {BASE_BRANCH} of {tree} from {old[:12] or 'nothing'} to {commit[:12]}; "
+        "branch series and the work tree are kept")  # fmt: skip
 
 
 def _usable(tree: Path, expected_commit: str) -> bool:

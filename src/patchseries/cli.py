@@ -45,7 +45,7 @@ def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_apply(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import pipeline
 
-    prepared = pipeline.prepare(ws, _choice(args), make_log())
+    prepared = pipeline.prepare(ws, _choice(args), make_log(), discard=args.discard)
     print(prepared.base.path)
     return 0
 
@@ -54,8 +54,9 @@ def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import pipeline
 
     result = pipeline.run_main_job(
-        ws, _choice(args), args.torch, make_log(), installer=args.installer, pytest_args=tuple(args.pytest_args)
-    )
+        ws, _choice(args), args.torch, make_log(), installer=args.installer, pytest_args=tuple(args.pytest_args),
+        discard=args.discard,
+    )  # fmt: skip
     print(pipeline.summary(result))
     return 0 if result.ok else 1
 
@@ -163,12 +164,20 @@ def _parser() -> argparse.ArgumentParser:
     base.add_argument("--checkout", type=Path, metavar="PATH", help="use an upstream clone (read-only) as the base")
     base.add_argument("--git", action="store_true", help="clone upstream at the pinned tag as the base")
     base.add_argument("--force-base", action="store_true", help="accept a --checkout that is not at the pinned tag")
+    safety = argparse.ArgumentParser(add_help=False)
+    safety.add_argument(
+        "--discard", action="store_true", help="re-apply patches/ over uncommitted changes and commits not in "
+        "patches/, after backing them up (git stash, refs/patchseries/backup/)",
+    )  # fmt: skip
 
     parser = argparse.ArgumentParser(prog="patchseries", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch", parents=[common, base], help="get the pinned base").set_defaults(handler=cmd_fetch)
-    sub.add_parser("apply", parents=[common, base], help="apply the series").set_defaults(handler=cmd_apply)
-    test = sub.add_parser("test", parents=[common, base], help="the main job: apply, install, run the series' tests")
+    apply = sub.add_parser("apply", parents=[common, base, safety], help="apply the series (branch series of the tree)")
+    apply.set_defaults(handler=cmd_apply)
+    test = sub.add_parser(
+        "test", parents=[common, base, safety], help="the main job: apply, install, run the series' tests"
+    )
     test.add_argument("--torch", default=DEFAULT_TORCH, help=f"torch release to test with (default {DEFAULT_TORCH})")
     test.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto", help="auto: uv if present")
     test.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")

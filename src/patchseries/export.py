@@ -9,7 +9,7 @@ from pathlib import Path
 
 from patchseries.base import BASE_BRANCH
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import TOOL_IDENTITY, git, out
+from patchseries.gitcmd import TOOL_IDENTITY, git, out, uncommitted_files
 from patchseries.paths import partial_path, remove
 from patchseries.series import Patch
 
@@ -38,8 +38,16 @@ SERIES_HEADER = (
 def export_series(repo: Path, patches_dir: Path, branch: str, base: str = BASE_BRANCH) -> list[str]:
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files plus ``series`` into ``patches_dir``.
 
-    Other files in ``patches_dir`` (the pin) are kept; stale ``*.patch`` files are removed.
+    Other files in ``patches_dir`` (the pin) are kept; stale ``*.patch`` files are removed. A tree with uncommitted
+    changes is refused: export writes commits only, and those changes would silently stay behind.
     """
+    dirty = uncommitted_files(repo)
+    if dirty:
+        shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
+        raise SeriesError(
+            f"{repo} has uncommitted changes ({shown}), which export would leave out; commit them on {branch} "
+            f"(git commit, or git commit --fixup and git rebase -i --autosquash {base}) or stash them, then export"
+        )
     if git("rev-parse", "--verify", "--quiet", branch, cwd=repo, check=False).returncode != 0:
         raise SeriesError(f"{repo} has no branch {branch!r}; run `patchseries apply` first, or pass --branch")
     if out("rev-list", "--merges", f"{base}..{branch}", cwd=repo):
@@ -58,6 +66,11 @@ def export_series(repo: Path, patches_dir: Path, branch: str, base: str = BASE_B
     remove(staging)
     (patches_dir / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
     return names
+
+
+def format_one(repo: Path, commit: str) -> str:
+    """The patch file that :func:`export_series` writes for ``commit`` (empty for a merge or an empty commit)."""
+    return git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--stdout", "-1", commit, cwd=repo).stdout
 
 
 def drift_problems(base_repo: Path, patches: list[Patch], patches_dir: Path) -> list[str]:

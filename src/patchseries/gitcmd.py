@@ -61,7 +61,13 @@ def out(*args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | Non
 
 def is_clean(repo: Path) -> bool:
     """Whether ``repo`` has no staged, unstaged or untracked (non-ignored) changes."""
-    return out("status", "--porcelain", cwd=repo) == ""
+    return not uncommitted_files(repo)
+
+
+def uncommitted_files(repo: Path) -> list[str]:
+    """Staged, unstaged and untracked (not ignored) paths; reading them never rewrites the index."""
+    lines = git("status", "--porcelain", "--untracked-files=all", cwd=repo).stdout.splitlines()
+    return [line[3:] for line in lines if line.strip()]
 
 
 def _short(args: Sequence[str | Path]) -> str:

@@ -39,7 +39,7 @@ class Row:
 
 
 def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "auto") -> list[Row]:
-    prepared = prepare(ws, BaseChoice(), log)
+    prepared = _prepare_series(ws, log)
     before_tree = _tree_without_series(ws, prepared)
     tests = series_test_files(prepared.patches)
     rows = []
@@ -69,13 +69,24 @@ def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "a
 
 def refresh_compile_stats(ws: Workspace, rows: list[Row], log: Log, installer: str = "auto") -> None:
     """Measure the compile statistics again for saved rows (after a change to the probe), keeping test results."""
-    prepared = prepare(ws, BaseChoice(), log)
+    prepared = _prepare_series(ws, log)
     for row in rows:
         if row.error:
             continue
         log(f"torch {row.torch}: compile statistics")
         env = ensure_environment(ws, prepared.base.path, row.torch, log, installer=installer)
         row.compile = _probe(env)
+
+
+def _prepare_series(ws: Workspace, log: Log) -> Prepared:
+    """The applied series; a tree with local changes is refused, as the table must describe patches/."""
+    prepared = prepare(ws, BaseChoice(), log)
+    if prepared.applied.local:
+        raise SeriesError(
+            f"the matrix measures patches/, but {prepared.base.path} has local changes ({prepared.applied.local}); "
+            "export them, or run `python -m patchseries apply --discard` (backs them up) first"
+        )
+    return prepared
 
 
 def results_by_module(junit: Path) -> dict[str, str]:

@@ -61,14 +61,17 @@ def get_base(ws: Workspace, pin: Pin, choice: BaseChoice, log: Log) -> BaseTree:
     return base_sources.sdist_base(ws, pin, log)
 
 
-def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
-    """Stages 1-3: the pinned base, the series applied on branch ``series``, and the test harness if needed."""
+def prepare(ws: Workspace, choice: BaseChoice, log: Log, discard: bool = False) -> Prepared:
+    """Stages 1-3: the pinned base, the series applied on branch ``series``, and the test harness if needed.
+
+    A tree with local changes is left as it is unless ``discard`` (see :func:`patchseries.apply.apply_series`).
+    """
     log("stage 1/5: reading the pin and the series")
     pin, patches = load(ws)
     log(f"stage 2/5: getting the base ({pin.name} {pin.version})")
     tree = get_base(ws, pin, choice, log)
     log(f"stage 3/5: applying {len(patches)} patches on {tree.path}")
-    applied = apply_series(tree, patches, pin, log)
+    applied = apply_series(tree, patches, pin, log, discard=discard)
     written = write_harness(tree.path, patches)
     if written:
         log(f"wrote the minimal test harness ({len(written)} files; the base ships no upstream tests)")
@@ -82,9 +85,10 @@ def run_main_job(
     log: Log,
     installer: str = "auto",
     pytest_args: tuple[str, ...] = (),
+    discard: bool = False,
 ) -> JobResult:
     """The whole main job; the caller prints :func:`summary` of the result."""
-    prepared = prepare(ws, choice, log)
+    prepared = prepare(ws, choice, log, discard=discard)
     tree = prepared.base.path
     upstream_checkout = prepared.base.has_upstream_tests
     log(f"stage 4/5: environment with torch {torch}")
@@ -105,19 +109,31 @@ def summary(result: JobResult) -> str:
     applied = prepared.applied
     coverage = "n/a" if outcome.coverage is None else f"{outcome.coverage}%"
     excluded = sum(len(v) for v in applied.excluded.values())
+    if applied.local:
+        patches = "not applied: the tree has local changes, and those were tested (see tree:)"
+    elif applied.reused:
+        patches = "already applied, reused"
+    else:
+        patches = f"{len(applied.applied)} applied"
     lines = [
         "summary",
         f"  base:      {prepared.pin.name} {prepared.pin.version} ({prepared.base.source}, "
         f"commit {prepared.base.base_commit[:12]})",
         f"  torch:     {result.torch}",
-        f"  patches:   {len(prepared.patches)} in series"
-        + (" (already applied, reused)" if applied.reused else f", {len(applied.applied)} applied")
+        f"  patches:   {len(prepared.patches)} in series, {patches}"
         + (f", {len(applied.already_present)} already in base" if applied.already_present else "")
         + (f", {excluded} paths excluded" if excluded else ""),
         f"  tests:     {outcome.passed} passed, {outcome.failed} failed, {outcome.skipped} skipped",
         f"  coverage:  {coverage} of the changed Lightning modules (xml: {outcome.coverage_xml or 'none'})",
-        f"  tree:      {prepared.base.path} (branch series)",
+        f"  tree:      {prepared.base.path} ({applied.where})"
+        + (f": local changes, not patches/ ({applied.local})" if applied.local else ""),
+        *(f"  backup:    {backup}" for backup in applied.backups),
         *(f"  upstream:  {comparison.line()}" for comparison in result.upstream),
-        f"  result:    {'OK' if result.ok else 'FAILED'}",
+        f"  result:    {_verdict(result)}",
     ]
     return "\n".join(lines)
+
+
+def _verdict(result: JobResult) -> str:
+    verdict = "OK" if result.ok else "FAILED"
+    return f"{verdict}, for the tree's local changes, not for patches/" if result.prepared.applied.local else verdict
