@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchseries.environment import DEFAULT_TORCH
 from patchseries.errors import SeriesError
+from patchseries.lock import workdir_lock
 from patchseries.paths import Workspace
 from patchseries.progress import make_log
 
@@ -24,13 +26,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ws = Workspace.default(patches=args.patches, workdir=args.workdir)
     try:
-        return int(args.handler(args, ws))
+        with _lock(args, ws):
+            return int(args.handler(args, ws))
     except SeriesError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted; re-run the same command to resume from a clean state", file=sys.stderr)
         return 130
+
+
+@contextmanager
+def _lock(args: argparse.Namespace, ws: Workspace) -> Iterator[None]:
+    """The work directory's lock, for every command that reads or writes it."""
+    reads_workdir = args.command != "status" and not getattr(args, "onto", None)
+    with workdir_lock(ws.workdir, f"patchseries {args.command}") if reads_workdir else nullcontext():
+        yield
 
 
 def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:

@@ -1,0 +1,40 @@
+"""One run at a time per work directory: an exclusive ``flock`` on ``<workdir>/patchseries.lock``.
+
+Two runs in one work directory would rebuild the same trees, downloads and environments under each other. The lock
+is held for the whole run and released by the kernel when the process ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from patchseries.errors import SeriesError
+
+LOCK_NAME = "patchseries.lock"
+
+
+@contextmanager
+def workdir_lock(workdir: Path, what: str) -> Iterator[None]:
+    """Hold the work directory's lock, or refuse at once, naming the run that holds it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = path.read_text().strip() or "pid unknown"
+            raise SeriesError(
+                f"another patchseries run ({holder}) holds {path}; wait for it to end and re-run, "
+                "or pass another --workdir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}: {what}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+        yield
+    finally:
+        os.close(fd)
