@@ -3,4 +3,6 @@
 # All options are passed to `patchseries test`; see `scripts/apply_and_test.sh --help`.
 source "$(dirname "$0")/_bootstrap.sh"
 bootstrap_tool_env
+# the name the job's help and errors use for itself
+export PATCHSERIES_PROG="$0"
 exec "$TOOL_ENV/bin/python" -m patchseries test "$@"

@@ -1,6 +1,24 @@
-"""The command line as a user meets it: one-line errors, non-zero exits, progress lines."""
+"""The command line as a user meets it: one-line errors, non-zero exits, progress lines, help."""
 
 from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import cli
+from patchseries import __version__
+from patchseries.cli import main
+from patchseries.paths import PROJECT_ROOT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 
 def test_apply_prints_progress_and_the_tree(synthetic):
@@ -45,3 +63,149 @@ def test_check_reports_drift_with_exit_1(synthetic):
 
     assert proc.returncode == 1
     assert f"drift: {first.name} differs from a fresh export" in proc.stdout
+
+
+def test_unknown_torch_creates_nothing(synthetic, tmp_path):
+    fresh = tmp_path / "fresh"
+
+    proc = cli("test", "--torch", "abc", "--patches", str(synthetic.ws.patches), "--workdir", str(fresh))
+
+    assert proc.returncode == 2
+    assert "unknown torch version 'abc'" in proc.stderr
+    assert not fresh.exists()
+
+
+@pytest.mark.parametrize("option", ["--workdir", "--patches"])
+def test_empty_path_option_is_refused_and_writes_nothing(synthetic, tmp_path, option):
+    here = tmp_path / "here"
+    here.mkdir()
+
+    proc = cli("apply", "--patches", str(synthetic.ws.patches), option, "", cwd=here)
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: argument {option}: needs a path, not an empty string; see patchseries apply --help"
+    ]
+    assert list(here.iterdir()) == []
+
+
+def test_workdir_that_is_a_file_is_one_error_line(synthetic, tmp_path):
+    (tmp_path / "afile").write_text("")
+
+    proc = cli("apply", "--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "afile"))
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: the work directory {tmp_path / 'afile'} is a file; pass a directory as --workdir (made if missing)"
+    ]
+
+
+def test_export_in_an_empty_workdir_is_one_error_line(synthetic, tmp_path):
+    proc = cli("export", "--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "empty"))
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: there is no tree to export at {tmp_path / 'empty' / 'trees' / 'sdist-1.0'}; run `python -m "
+        "patchseries apply` to make it, or pass --tree"
+    ]
+
+
+def test_unwritable_workdir_is_one_error_line(synthetic, tmp_path, monkeypatch, capsys):
+    readonly = tmp_path / "readonly"
+    real_mkdir = Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if readonly in (self, *self.parents):
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+
+    status = main(["apply", "--patches", str(synthetic.ws.patches), "--workdir", str(readonly / "work")])
+
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: Permission denied: {readonly / 'work'}; check that path (permissions, free space, a process still "
+        "using it) and re-run"
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into a read-only directory")
+def test_read_only_workdir_is_one_error_line(synthetic, tmp_path):
+    readonly = tmp_path / "readonly"
+    readonly.mkdir(mode=0o555)
+
+    proc = cli("apply", "--patches", str(synthetic.ws.patches), "--workdir", str(readonly / "work"))
+
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1
+    assert "Permission denied" in proc.stderr
+
+
+def test_os_error_while_working_is_one_error_line(synthetic, monkeypatch, capsys):
+    # what a re-run met while the installer of a killed run still wrote into the environment it removes
+    def busy(*args, **kwargs):
+        raise OSError(errno.ENOTEMPTY, "Directory not empty", "/w/venvs/py3.11-torch2.13.0-sdist")
+
+    monkeypatch.setattr("patchseries.pipeline.get_base", busy)
+
+    status = main(["fetch", "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir)])
+
+    assert status == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("error: Directory not empty: /w/venvs/py3.11-torch2.13.0-sdist; check that path")
+
+
+def test_help_describes_the_tool_not_its_code():
+    proc = cli("--help")
+
+    assert proc.returncode == 0
+    assert "argparse" not in proc.stdout
+    assert "Apply the patch series in patches/ to the pinned PyTorch Lightning release" in proc.stdout
+    assert "PATCHSERIES_WORKDIR" in proc.stdout
+    assert "--discard" in proc.stdout
+
+
+def test_main_job_help_describes_the_job_the_workdir_variable_and_pytest_arguments():
+    env = {**os.environ, "PATCHSERIES_PROG": "scripts/apply_and_test.sh"}
+
+    proc = cli("test", "--help", env=env)
+
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("usage: scripts/apply_and_test.sh ")
+    assert "The main job, in five stages" in proc.stdout
+    assert "PATCHSERIES_WORKDIR" in proc.stdout
+    assert "pytest arguments go after --" in proc.stdout
+
+
+def test_pytest_option_before_dash_dash_points_to_it():
+    env = {**os.environ, "PATCHSERIES_PROG": "scripts/apply_and_test.sh"}
+
+    proc = cli("test", "-x", env=env)
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: unrecognized arguments: -x; pytest arguments go after --, e.g. scripts/apply_and_test.sh -- -x"
+    ]
+
+
+def test_version_is_the_package_version():
+    proc = cli("--version")
+
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"patchseries {__version__}"
+    pyproject = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["version"] == __version__
+
+
+def test_closed_pipe_is_not_a_traceback(synthetic):
+    command = [sys.executable, "-m", "patchseries", "status", "--patches", str(synthetic.ws.patches)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # like `| head` that has read enough
+
+    stderr = proc.stderr.read()
+    proc.wait()
+
+    assert stderr == ""
+    assert proc.returncode == 141

@@ -1,9 +1,13 @@
-"""Environments: bad torch versions are refused early; failed installs leave nothing a re-run trips on."""
+"""Environments: bad torch versions are refused early; installs report progress and leave nothing behind."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
+from patchseries import environment
 from patchseries.environment import companion_requirements, ensure_environment, parse_torch_version
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace
@@ -37,3 +41,47 @@ def test_unavailable_torch_fails_cleanly_and_leaves_no_environment(tmp_path, ins
         ensure_environment(ws, tree, "2.99.0", quiet, installer=installer)
 
     assert list(ws.venvs.iterdir()) == []
+
+
+def test_long_install_says_it_is_still_working(monkeypatch):
+    monkeypatch.setattr(environment, "HEARTBEAT_S", 0.1)
+    messages: list[str] = []
+
+    environment.run_installer([sys.executable, "-c", "import time; time.sleep(0.5)"], "cannot", messages.append)
+
+    assert messages
+    assert all(m.startswith("still installing (") for m in messages)
+
+
+def test_failed_install_says_why_in_one_line():
+    command = [sys.executable, "-c", "print('ERROR: No matching distribution found for torch==2.99.0'); exit(1)"]
+
+    with pytest.raises(SeriesError, match=r"^cannot install: ERROR: No matching distribution found for torch==2\.99"):
+        environment.run_installer(command, "cannot install", quiet)
+
+
+def test_installer_left_running_by_a_killed_run_is_named(tmp_path, monkeypatch):
+    ws = Workspace(patches=tmp_path / "patches", workdir=tmp_path / "work")
+    tree = tmp_path / "tree"
+    venv = ws.venvs / f"py{sys.version_info[0]}.{sys.version_info[1]}-torch2.13.0-tree"
+    venv.mkdir(parents=True)  # no ready marker: what a killed run left
+    # an installer still writing into it (its command line names the environment, as uv's and pip's do)
+    installer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(venv)])
+    venv.with_name(venv.name + ".installer").write_text(f"{installer.pid}\n")
+    monkeypatch.setattr(environment, "_create", lambda *args: pytest.fail("must not rebuild under a running installer"))
+    try:
+        with pytest.raises(SeriesError, match=rf"an installer of an earlier run \(pid {installer.pid}\) is still"):
+            ensure_environment(ws, tree, "2.13.0", quiet, installer="pip")
+    finally:
+        installer.kill()
+        installer.wait()
+    assert venv.is_dir()
+
+
+def test_stale_installer_pid_is_ignored(tmp_path):
+    pid_file = tmp_path / "venv.installer"
+    pid_file.write_text("999999999\n")
+
+    environment._refuse_running_installer(pid_file, tmp_path / "venv")
+
+    assert not pid_file.exists()

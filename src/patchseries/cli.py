@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
-from patchseries.environment import DEFAULT_TORCH
+from patchseries import __version__
+from patchseries.environment import DEFAULT_TORCH, parse_torch_version
 from patchseries.errors import SeriesError
 from patchseries.lock import workdir_lock
-from patchseries.paths import Workspace
+from patchseries.paths import WORKDIR_ENV, Workspace
 from patchseries.progress import make_log
 
 if TYPE_CHECKING:
@@ -20,20 +22,76 @@ if TYPE_CHECKING:
     from patchseries.pipeline import BaseChoice
     from patchseries.series import Patch
 
+PROG_ENV = "PATCHSERIES_PROG"  # how the scripts name the main job in its help and errors
+SIGPIPE_STATUS = 141  # what a shell reports for a program that stopped writing into a closed pipe (`| head`)
+DESCRIPTION = """\
+Apply the patch series in patches/ to the pinned PyTorch Lightning release, test it, and maintain it.
+
+The main job is `patchseries test` (scripts/apply_and_test.sh). Contributors change a patch by editing branch
+`series` of the tree it applies to (under the work directory) and running `patchseries export`.
+"""
+EPILOG = f"""\
+work directory: --workdir, else ${WORKDIR_ENV}, else .work/ beside patches/; one run at a time in each.
+A tree with uncommitted changes or commits not in patches/ is never re-applied over unless you pass --discard,
+which first backs them up (a git stash entry, refs/patchseries/backup/<time>) and prints where.
+exit status: 0 ok, 1 tests failed or drift found, 2 bad input or refused, 5 no test ran, 130 interrupted.
+"""
+TEST_DESCRIPTION = """\
+The main job, in five stages: read the pin and the series; get the base (the PyPI sdist unless --checkout or --git);
+apply the series on branch `series` of the tree; make or reuse an environment with torch and the tree installed
+(minutes the first time); run the series' tests with coverage. A summary ends the output.
+
+A tree that holds this series but that you changed since (uncommitted edits, new commits) is tested as it is, and the
+summary says `tree: local changes, not patches/`. If patches/ changed as well, the run stops instead of overwriting
+your work: export it, or pass --discard.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one ``error:`` line (exit status 2), like every other refusal."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}; see {self.prog} --help\n")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
-    ws = Workspace.default(patches=args.patches, workdir=args.workdir)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        hint = ""
+        if args.command == "test":
+            prog = os.environ.get(PROG_ENV, "patchseries test")
+            hint = f"; pytest arguments go after --, e.g. {prog} -- {' '.join(unknown)}"
+        parser.exit(2, f"error: unrecognized arguments: {' '.join(unknown)}{hint}\n")
     try:
+        _validate(args)
+        ws = Workspace.default(patches=args.patches, workdir=args.workdir)
         with _lock(args, ws):
-            return int(args.handler(args, ws))
+            status = int(args.handler(args, ws))
+        sys.stdout.flush()
+        return status
     except SeriesError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # the reader went away (`patchseries status | head`): stop quietly, as a shell tool would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return SIGPIPE_STATUS
+    except OSError as exc:
+        print(f"error: {_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted; re-run the same command to resume from a clean state", file=sys.stderr)
         return 130
+
+
+def _validate(args: argparse.Namespace) -> None:
+    """Refuse bad option values before anything is downloaded or created."""
+    if args.command == "test":
+        parse_torch_version(args.torch)
+    if args.command == "matrix":
+        for version in args.torch or []:
+            parse_torch_version(version)
 
 
 @contextmanager
@@ -42,6 +100,13 @@ def _lock(args: argparse.Namespace, ws: Workspace) -> Iterator[None]:
     reads_workdir = args.command != "status" and not getattr(args, "onto", None)
     with workdir_lock(ws.workdir, f"patchseries {args.command}") if reads_workdir else nullcontext():
         yield
+
+
+def _os_error(exc: OSError) -> str:
+    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    reason = exc.strerror or str(exc)
+    where = f": {paths}" if paths else ""
+    return f"{reason}{where}; check that path (permissions, free space, a process still using it) and re-run"
 
 
 def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
@@ -69,13 +134,17 @@ def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
         discard=args.discard,
     )  # fmt: skip
     print(pipeline.summary(result))
-    return 0 if result.ok else 1
+    return result.exit_status
 
 
 def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.export import export_series
 
-    tree = args.tree or _default_tree(ws)
+    tree = (args.tree or _default_tree(ws)).resolve()
+    if not (tree / ".git").exists():
+        raise SeriesError(
+            f"there is no tree to export at {tree}; run `python -m patchseries apply` to make it, or pass --tree"
+        )
     names = export_series(tree, ws.patches, branch=args.branch)
     print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
     return 0
@@ -166,40 +235,56 @@ def _default_tree(ws: Workspace) -> Path:
     return ws.trees / f"sdist-{load_pin(ws.pin_file).version}"
 
 
-def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--patches", type=Path, help="the series directory (default: patches/ of this project)")
-    common.add_argument("--workdir", type=Path, help="where trees, venvs and downloads go (default: .work/)")
+def _directory(value: str) -> Path:
+    """A path option: an empty value would silently mean the current directory."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("needs a path, not an empty string")
+    return Path(value)
 
-    base = argparse.ArgumentParser(add_help=False)
-    base.add_argument("--checkout", type=Path, metavar="PATH", help="use an upstream clone (read-only) as the base")
+
+def _parser() -> argparse.ArgumentParser:
+    raw = argparse.RawDescriptionHelpFormatter
+    common = _Parser(add_help=False)
+    common.add_argument("--patches", type=_directory, help="the series directory (default: patches/ of the project)")
+    common.add_argument(
+        "--workdir", type=_directory, help=f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, "
+        "else .work/ beside patches/)",
+    )  # fmt: skip
+
+    base = _Parser(add_help=False)
+    base.add_argument("--checkout", type=_directory, metavar="PATH", help="use an upstream clone (read-only) as base")
     base.add_argument("--git", action="store_true", help="clone upstream at the pinned tag as the base")
     base.add_argument("--force-base", action="store_true", help="accept a --checkout that is not at the pinned tag")
-    safety = argparse.ArgumentParser(add_help=False)
+    safety = _Parser(add_help=False)
     safety.add_argument(
         "--discard", action="store_true", help="re-apply patches/ over uncommitted changes and commits not in "
         "patches/, after backing them up (git stash, refs/patchseries/backup/)",
     )  # fmt: skip
 
-    parser = argparse.ArgumentParser(prog="patchseries", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("fetch", parents=[common, base], help="get the pinned base").set_defaults(handler=cmd_fetch)
+    parser = _Parser(prog="patchseries", description=DESCRIPTION, epilog=EPILOG, formatter_class=raw)
+    parser.add_argument("--version", action="version", version=f"patchseries {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    fetch = sub.add_parser("fetch", parents=[common, base], help="get the pinned base")
+    fetch.set_defaults(handler=cmd_fetch)
     apply = sub.add_parser("apply", parents=[common, base, safety], help="apply the series (branch series of the tree)")
     apply.set_defaults(handler=cmd_apply)
     test = sub.add_parser(
-        "test", parents=[common, base, safety], help="the main job: apply, install, run the series' tests"
-    )
+        "test", parents=[common, base, safety], help="the main job: apply, install, run the series' tests",
+        prog=os.environ.get(PROG_ENV, "patchseries test"), description=TEST_DESCRIPTION, formatter_class=raw,
+        epilog=f"pytest arguments go after --, e.g. -- -x -k toggle\nenvironment: {WORKDIR_ENV}  the work directory "
+        "when --workdir is not given",
+    )  # fmt: skip
     test.add_argument("--torch", default=DEFAULT_TORCH, help=f"torch release to test with (default {DEFAULT_TORCH})")
     test.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto", help="auto: uv if present")
-    test.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
+    test.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments, after --")
     test.set_defaults(handler=cmd_test)
     export = sub.add_parser("export", parents=[common], help="regenerate patches/ from a branch")
-    export.add_argument("--tree", type=Path, help="the repository to export from (default: the sdist tree)")
+    export.add_argument("--tree", type=_directory, help="the repository to export from (default: the sdist tree)")
     export.add_argument("--branch", default="series", help="the branch to export (default: series)")
     export.set_defaults(handler=cmd_export)
     check = sub.add_parser("check", parents=[common], help="drift check, or with --onto: standing against a ref")
     check.add_argument("--onto", metavar="REF", help="report each patch against REF of --checkout (e.g. master)")
-    check.add_argument("--checkout", type=Path, metavar="PATH", help="the upstream clone for --onto")
+    check.add_argument("--checkout", type=_directory, metavar="PATH", help="the upstream clone for --onto")
     check.set_defaults(handler=cmd_check)
     status = sub.add_parser("status", parents=[common], help="list each patch's upstream status trailers")
     status.set_defaults(handler=cmd_status)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +21,8 @@ DEFAULT_TORCH = "2.13.0"
 TEST_REQUIREMENTS = ("pytest", "pytest-cov", "setuptools")
 _RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 _READY = ".patchseries-ready"
+# seconds between "still installing" lines: a cold install downloads torch and takes minutes
+HEARTBEAT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -85,42 +90,97 @@ def ensure_environment(
     if ready.is_file() and ready.read_text() == recipe:
         log(f"reusing environment {venv.name}")
         return Environment(venv, torch_version)
+    pid_file = venv.with_name(venv.name + ".installer")
+    _refuse_running_installer(pid_file, venv)
     remove(venv)
     uv = find_uv() if installer in ("auto", "uv") else None
     if installer == "uv" and uv is None:
         raise SeriesError(
             "--installer uv was requested but uv is not installed; pip install uv, or use --installer pip"
         )
-    log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version})")
+    log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version}; "
+        "minutes when torch is not cached yet)")  # fmt: skip
     try:
-        _create(venv, python, uv)
-        _install(venv, uv, [*requirements, "-e", str(tree)], torch_version, py_tag)
+        _create(venv, python, uv, log, pid_file)
+        _install(venv, uv, [*requirements, "-e", str(tree)], torch_version, py_tag, log, pid_file)
     except BaseException:
         remove(venv)
         raise
+    finally:
+        remove(pid_file)
     ready.write_text(recipe)
     return Environment(venv, torch_version)
 
 
-def _create(venv: Path, python: str, uv: str | None) -> None:
+def _create(venv: Path, python: str, uv: str | None, log: Log, pid_file: Path) -> None:
     venv.parent.mkdir(parents=True, exist_ok=True)
     command = [uv, "venv", "--quiet", "--python", python, str(venv)] if uv else [python, "-m", "venv", str(venv)]
-    _run(command, f"cannot create a virtual environment with {python}")
+    run_installer(command, f"cannot create a virtual environment with {python}", log, pid_file)
 
 
-def _install(venv: Path, uv: str | None, args: list[str], torch_version: str, py_tag: str) -> None:
+def _install(
+    venv: Path, uv: str | None, args: list[str], torch_version: str, py_tag: str, log: Log, pid_file: Path
+) -> None:
     python = str(venv / "bin" / "python")
     if uv:
         command = [uv, "pip", "install", "--quiet", "--python", python, *args]
     else:
         command = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
-    _run(command, f"cannot install torch {torch_version} for {py_tag}")
+    run_installer(command, f"cannot install torch {torch_version} for {py_tag}", log, pid_file)
 
 
-def _run(command: list[str], what: str) -> None:
-    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+def run_installer(command: list[str], what: str, log: Log, pid_file: Path | None = None) -> None:
+    """Run an installer, printing a line every :data:`HEARTBEAT_S` seconds; raise with its reason if it fails.
+
+    The installer's pid is written to ``pid_file`` while it runs, and on Linux it is ended when this process dies,
+    so that a killed run leaves no installer writing into an environment that the next run rebuilds.
+    """
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_die_with_parent
+    )
+    try:
+        if pid_file is not None:
+            pid_file.write_text(f"{proc.pid}\n")
+        while True:
+            try:
+                output, _ = proc.communicate(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                log(f"still installing ({time.monotonic() - start:.0f} s): {Path(command[0]).name} {command[1]} ...")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
     if proc.returncode != 0:
-        raise SeriesError(f"{what}: {_reason(proc.stderr + proc.stdout) or f'exit status {proc.returncode}'}")
+        raise SeriesError(f"{what}: {_reason(output) or f'exit status {proc.returncode}'}")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _refuse_running_installer(pid_file: Path, venv: Path) -> None:
+    """An installer of an earlier, killed run that still writes into ``venv`` makes rebuilding it fail: say so."""
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    try:
+        os.kill(pid, 0)
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        alive = not cmdline.exists() or str(venv).encode() in cmdline.read_bytes()
+    except (ProcessLookupError, PermissionError, FileNotFoundError):
+        alive = False
+    if alive:
+        raise SeriesError(
+            f"an installer of an earlier run (pid {pid}) is still writing to {venv}; wait for it to end "
+            f"(or kill {pid}), then re-run"
+        )
+    remove(pid_file)
 
 
 def _reason(output: str) -> str:

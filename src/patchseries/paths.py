@@ -7,6 +7,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchseries.errors import SeriesError
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WORKDIR_ENV = "PATCHSERIES_WORKDIR"
 
@@ -21,10 +23,12 @@ class Workspace:
     @classmethod
     def default(cls, patches: Path | None = None, workdir: Path | None = None) -> Workspace:
         env_workdir = os.environ.get(WORKDIR_ENV)
-        return cls(
-            patches=(patches or PROJECT_ROOT / "patches").resolve(),
-            workdir=(workdir or (Path(env_workdir) if env_workdir else PROJECT_ROOT / ".work")).resolve(),
-        )
+        workdir = (workdir or (Path(env_workdir) if env_workdir else PROJECT_ROOT / ".work")).resolve()
+        if workdir.exists() and not workdir.is_dir():
+            raise SeriesError(
+                f"the work directory {workdir} is a file; pass a directory as --workdir (made if missing)"
+            )
+        return cls(patches=(patches or PROJECT_ROOT / "patches").resolve(), workdir=workdir)
 
     @property
     def pin_file(self) -> Path:

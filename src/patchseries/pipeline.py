@@ -46,6 +46,13 @@ class JobResult:
     def ok(self) -> bool:
         return self.outcome.ok and not any(c.new for c in self.upstream)
 
+    @property
+    def exit_status(self) -> int:
+        """0 passed, 1 failed, 5 no test ran (as pytest: the arguments selected none)."""
+        if self.outcome.no_tests:
+            return 5
+        return 0 if self.ok else 1
+
 
 def load(ws: Workspace) -> tuple[Pin, list[Patch]]:
     """Read the pin and the series, refusing bad input before anything is created."""
@@ -123,7 +130,7 @@ def summary(result: JobResult) -> str:
         f"  patches:   {len(prepared.patches)} in series, {patches}"
         + (f", {len(applied.already_present)} already in base" if applied.already_present else "")
         + (f", {excluded} paths excluded" if excluded else ""),
-        f"  tests:     {outcome.passed} passed, {outcome.failed} failed, {outcome.skipped} skipped",
+        f"  tests:     {outcome.line()}",
         f"  coverage:  {coverage} of the changed Lightning modules (xml: {outcome.coverage_xml or 'none'})",
         f"  tree:      {prepared.base.path} ({applied.where})"
         + (f": local changes, not patches/ ({applied.local})" if applied.local else ""),
@@ -135,5 +142,7 @@ def summary(result: JobResult) -> str:
 
 
 def _verdict(result: JobResult) -> str:
+    if result.outcome.no_tests:
+        return "NO TESTS RAN"
     verdict = "OK" if result.ok else "FAILED"
     return f"{verdict}, for the tree's local changes, not for patches/" if result.prepared.applied.local else verdict

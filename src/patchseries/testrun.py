@@ -29,6 +29,19 @@ class TestOutcome:
     def ok(self) -> bool:
         return self.returncode == 0 and self.failed == 0
 
+    @property
+    def no_tests(self) -> bool:
+        """pytest collected no test (e.g. ``-k`` matched none): nothing was tested, and nothing failed."""
+        return self.returncode == PYTEST_NO_TESTS and self.passed + self.failed + self.skipped == 0
+
+    def line(self) -> str:
+        if self.no_tests:
+            return "none ran: pytest collected no test (check the -k/-m or other pytest arguments)"
+        counts = f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped"
+        if self.returncode not in (0, 1) and not self.failed:
+            counts += f" (pytest exit status {self.returncode}; see its output above)"
+        return counts
+
 
 def run_tests(
     env: Environment,
@@ -65,7 +78,7 @@ def run_tests(
     passed, failed, skipped = _junit_counts(junit)
     return TestOutcome(
         passed=passed,
-        failed=failed + (1 if proc.returncode == PYTEST_NO_TESTS else 0),
+        failed=failed,
         skipped=skipped,
         returncode=proc.returncode,
         coverage=_line_rate(coverage_xml) if changed_sources else None,
