@@ -1,4 +1,4 @@
-"""Environments: bad torch versions are refused early; installs report progress and leave nothing behind."""
+"""Environments: bad torch versions and Pythons are refused early; installs report progress and leave nothing behind."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ import sys
 import pytest
 
 from patchseries import environment
+from patchseries.cli import main
 from patchseries.environment import companion_requirements, ensure_environment, parse_torch_version
 from patchseries.errors import SeriesError
-from patchseries.paths import Workspace
+from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.progress import quiet
+from patchseries.wheels import PYTHON_FLOOR, check_python
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 
 @pytest.mark.parametrize("version", ["latest", "2", "2.x", "2.13.0rc1", ""])
@@ -85,3 +92,44 @@ def test_stale_installer_pid_is_ignored(tmp_path):
     environment._refuse_running_installer(pid_file, tmp_path / "venv")
 
     assert not pid_file.exists()
+
+
+@pytest.mark.parametrize(
+    ("torch", "python", "message"),
+    [
+        ("2.13.0", (3, 9), r"Python 3\.9 is too old: Lightning 2\.6\.6 needs Python 3\.10 or newer"),
+        ("2.15.0", (3, 10), r"torch 2\.15\.0 has no wheel for Python 3\.10 \(it has for Python 3\.11 to 3\.14\)"),
+        ("2.1.2", (3, 12), r"torch 2\.1\.2 has no wheel for Python 3\.12 \(it has for Python 3\.10 to 3\.11\)"),
+    ],
+)
+def test_python_without_a_torch_wheel_is_refused(torch, python, message):
+    with pytest.raises(SeriesError, match=message):
+        check_python(torch, parse_torch_version(torch), python)
+
+
+@pytest.mark.parametrize(("torch", "python"), [("2.13.0", (3, 10)), ("2.15.0", (3, 11)), ("2.99.0", (3, 15))])
+def test_python_with_a_torch_wheel_or_an_unknown_torch_is_accepted(torch, python):
+    check_python(torch, parse_torch_version(torch), python)
+
+
+def test_torch_without_a_wheel_for_this_python_stops_before_any_work(synthetic, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("patchseries.cli.running_python", lambda: (3, 10))
+    fresh = tmp_path / "fresh"
+
+    status = main(["test", "--torch", "2.15.0", "--patches", str(synthetic.ws.patches), "--workdir", str(fresh)])
+
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: torch 2.15.0 has no wheel for Python 3.10 (it has for Python 3.11 to 3.14); run patchseries with "
+        "one of those, or pick another --torch"
+    ]
+    assert not fresh.exists()
+
+
+def test_documented_python_floor_is_lightnings():
+    pyproject = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
+    floor = ".".join(map(str, PYTHON_FLOOR))
+
+    assert pyproject["project"]["requires-python"] == f">={floor}"
+    assert f"Python {floor}+" in (PROJECT_ROOT / "README.md").read_text()
+    assert "Python 3.9" not in (PROJECT_ROOT / "README.md").read_text()

@@ -16,6 +16,7 @@ from patchseries.errors import SeriesError
 from patchseries.lock import workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace
 from patchseries.progress import make_log
+from patchseries.wheels import check_python, running_python
 
 if TYPE_CHECKING:
     from patchseries.pin import Pin
@@ -88,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _validate(args: argparse.Namespace) -> None:
     """Refuse bad option values before anything is downloaded or created."""
     if args.command == "test":
-        parse_torch_version(args.torch)
+        check_python(args.torch, parse_torch_version(args.torch), running_python())
     if args.command == "matrix":
         for version in args.torch or []:
             parse_torch_version(version)

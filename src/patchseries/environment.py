@@ -15,6 +15,7 @@ from pathlib import Path
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace, remove
 from patchseries.progress import Log
+from patchseries.wheels import check_python
 
 DEFAULT_TORCH = "2.13.0"
 # setuptools: inductor on torch 2.1 imports it to build its C++ kernels; uv-made venvs do not ship it.
@@ -81,8 +82,9 @@ def ensure_environment(
     A venv becomes usable only when its ready-marker is written, after every install succeeded; a venv without the
     marker is what an interrupted or failed run left, and is rebuilt from scratch.
     """
-    parse_torch_version(torch_version)
+    release = parse_torch_version(torch_version)
     py_tag = _python_tag(python)
+    check_python(torch_version, release, _python_version(py_tag))
     venv = ws.venvs / f"{py_tag}-torch{torch_version}-{tree.name}"
     requirements = [f"torch=={torch_version}", *companion_requirements(torch_version), *TEST_REQUIREMENTS, *extra]
     recipe = "\n".join([str(tree), *requirements]) + "\n"
@@ -194,6 +196,11 @@ def _reason(output: str) -> str:
         if found:
             return found[0]
     return lines[-1] if lines else ""
+
+
+def _python_version(py_tag: str) -> tuple[int, int]:
+    major, minor = py_tag.removeprefix("py").split(".")
+    return int(major), int(minor)
 
 
 def _python_tag(python: str) -> str:

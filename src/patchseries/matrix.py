@@ -19,13 +19,13 @@ from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
 from patchseries.harness import series_test_files, write_harness
-from patchseries.paths import PROJECT_ROOT, Workspace
+from patchseries.paths import PROJECT_ROOT, Workspace, project_root
 from patchseries.pipeline import BaseChoice, Prepared, prepare
 from patchseries.progress import Log
 from patchseries.testrun import junit_cases, run_tests
 
 DEFAULT_VERSIONS = ("2.1.2", "2.4.1", "2.6.0", "2.8.0", "2.10.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
-PROBE = PROJECT_ROOT / "benchmarks" / "toggle_cost.py"
+PROBE = Path("benchmarks") / "toggle_cost.py"  # in the project
 README_START, README_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
 
 
@@ -164,7 +164,10 @@ def _compile_cell(stats: dict[str, Any]) -> str:
 
 
 def _probe(env: Environment) -> dict[str, Any]:
-    command = [str(env.python), str(PROBE), "--json", "--backend", "aot_eager", "--steps", "6"]
+    probe = (project_root() or PROJECT_ROOT) / PROBE
+    if not probe.is_file():
+        return {"error": f"{PROBE} not found; run from a checkout of the project"}
+    command = [str(env.python), str(probe), "--json", "--backend", "aot_eager", "--steps", "6"]
     proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
     try:
         result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])

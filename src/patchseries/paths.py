@@ -9,8 +9,24 @@ from pathlib import Path
 
 from patchseries.errors import SeriesError
 
+# The checkout this package runs from, when it is installed editable (or run from src/); see project_root()
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WORKDIR_ENV = "PATCHSERIES_WORKDIR"
+SERIES_DIR = "patches"
+
+
+def project_root(start: Path | None = None) -> Path | None:
+    """The project a run belongs to: the checkout this package runs from if it has ``patches/series``, else the
+    nearest of the current directory and its parents that has one (an installed, non-editable package), else None.
+    """
+    if _has_series(PROJECT_ROOT):
+        return PROJECT_ROOT
+    here = (start or Path.cwd()).resolve()
+    return next((folder for folder in (here, *here.parents) if _has_series(folder)), None)
+
+
+def _has_series(folder: Path) -> bool:
+    return (folder / SERIES_DIR / "series").is_file()
 
 
 @dataclass(frozen=True)
@@ -22,13 +38,24 @@ class Workspace:
 
     @classmethod
     def default(cls, patches: Path | None = None, workdir: Path | None = None) -> Workspace:
+        """``--patches`` else the project's ``patches/``; ``--workdir`` else ``$PATCHSERIES_WORKDIR`` else ``.work``."""
+        root = project_root()
+        if patches is None:
+            if root is None:
+                raise SeriesError(
+                    f"cannot find the series: no {SERIES_DIR}/series in {Path.cwd()} or its parents; run from a "
+                    "checkout of lightning-compile-series, or pass --patches DIR"
+                )
+            patches = root / SERIES_DIR
         env_workdir = os.environ.get(WORKDIR_ENV)
-        workdir = (workdir or (Path(env_workdir) if env_workdir else PROJECT_ROOT / ".work")).resolve()
+        if workdir is None:
+            workdir = Path(env_workdir) if env_workdir else (root or patches.resolve().parent) / ".work"
+        workdir = workdir.resolve()
         if workdir.exists() and not workdir.is_dir():
             raise SeriesError(
                 f"the work directory {workdir} is a file; pass a directory as --workdir (made if missing)"
             )
-        return cls(patches=(patches or PROJECT_ROOT / "patches").resolve(), workdir=workdir)
+        return cls(patches=patches.resolve(), workdir=workdir)
 
     @property
     def pin_file(self) -> Path:

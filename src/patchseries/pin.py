@@ -10,7 +10,7 @@ from patchseries.errors import SeriesError
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # pragma: no cover - exercised on Python 3.9/3.10 only
+else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 

@@ -1,0 +1,44 @@
+"""Where the series and the work directory are, also for an installed (non-editable) copy of the tool."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from conftest import cli
+from patchseries.paths import PROJECT_ROOT
+
+
+def _installed_copy(tmp_path):
+    """The package as `pip install .` lays it out: in site-packages, far from any patches/ folder."""
+    site = tmp_path / "venv" / "lib" / "python3" / "site-packages"
+    shutil.copytree(PROJECT_ROOT / "src" / "patchseries", site / "patchseries", ignore=shutil.ignore_patterns("__py*"))
+    return {**os.environ, "PYTHONPATH": str(site)}
+
+
+def test_installed_copy_finds_the_series_from_the_current_directory(synthetic, tmp_path):
+    env = _installed_copy(tmp_path)
+    inside = synthetic.ws.patches.parent / "src"  # a sub-folder of the project (tmp_path holds patches/)
+    inside.mkdir()
+
+    status = cli("status", cwd=inside, env=env)
+    fetched = cli("fetch", cwd=inside, env=env)
+
+    assert status.returncode == 0, status.stderr
+    assert "Fix the answer" in status.stdout
+    assert fetched.returncode == 0, fetched.stderr
+    assert fetched.stdout.strip() == str(synthetic.ws.patches.parent / ".work" / "trees" / "sdist-1.0")
+
+
+def test_installed_copy_outside_a_project_refuses_clearly(tmp_path):
+    env = _installed_copy(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    proc = cli("status", cwd=elsewhere, env=env)
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: cannot find the series: no patches/series in {elsewhere} or its parents; run from a checkout of "
+        "lightning-compile-series, or pass --patches DIR"
+    ]
