@@ -64,8 +64,8 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log, disca
     if state.has_work:
         if not discard:
             raise SeriesError(
-                f"{repo} has {state.describe()}, which re-applying patches/ would lose; export them first "
-                "(python -m patchseries export), or re-run with --discard to back them up and re-apply"
+                f"{repo} has {state.describe()}, which re-applying patches/ would lose; commit and export them "
+                "first (python -m patchseries export), or re-run with --discard to back them up and re-apply"
             )
         result.backups = back_up(repo, state, SERIES_BRANCH)
         for backup in result.backups:
