@@ -6,8 +6,10 @@ import datetime as dt
 
 import pytest
 
+from patchseries.environment import parse_torch_version
 from patchseries.errors import SeriesError
 from patchseries.matrix import (
+    DEFAULT_VERSIONS,
     Row,
     from_json,
     merged_changed_lines,
@@ -81,3 +83,8 @@ def test_changed_lines_are_merged_over_the_releases_in_the_table_and_survive_a_r
     assert "merged over the releases: 2/3 covered (66.7%); per release: 2.1.2 1/3 covered (33.3%);" in table
     assert "Not covered on any release: `lightning/a.py:3`." in table
     assert merged_changed_lines([Row("2.4.1")]) is None
+
+
+def test_default_versions_are_every_minor_release_from_2_1_to_2_15_once():
+    minors = [parse_torch_version(v)[:2] for v in DEFAULT_VERSIONS]
+    assert minors == [(2, minor) for minor in range(1, 16)]

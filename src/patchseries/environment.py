@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ DEFAULT_TORCH = "2.13.0"
 TEST_REQUIREMENTS = ("pytest", "pytest-cov", "setuptools")
 _RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 _READY = ".patchseries-ready"
+# An extra package index for torch, e.g. PyTorch's CPU-only wheel index on CI; unset: PyPI (and the installer's config).
+TORCH_INDEX_ENV = "PATCHSERIES_TORCH_INDEX"
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,8 @@ def ensure_environment(
     py_tag = _python_tag(python)
     venv = ws.venvs / f"{py_tag}-torch{torch_version}-{tree.name}"
     requirements = [f"torch=={torch_version}", *companion_requirements(torch_version), *TEST_REQUIREMENTS, *extra]
-    recipe = "\n".join([str(tree), *requirements]) + "\n"
+    index = os.environ.get(TORCH_INDEX_ENV, "").strip()
+    recipe = "\n".join([str(tree), *requirements, *([f"index: {index}"] if index else [])]) + "\n"
     ready = venv / _READY
     if ready.is_file() and ready.read_text() == recipe:
         log(f"reusing environment {venv.name}")
@@ -94,12 +98,23 @@ def ensure_environment(
     log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version})")
     try:
         _create(venv, python, uv)
-        _install(venv, uv, [*requirements, "-e", str(tree)], torch_version, py_tag)
+        _install(venv, uv, [*index_args(uv is not None, index), *requirements, "-e", str(tree)], torch_version, py_tag)
     except BaseException:
         remove(venv)
         raise
     ready.write_text(recipe)
     return Environment(venv, torch_version)
+
+
+def index_args(uv: bool, index: str) -> list[str]:
+    """Installer options that add ``index`` (if any) beside PyPI, the best version of each package winning.
+
+    torch's CPU-only builds are local versions (``2.13.0+cpu``), so for ``torch==2.13.0`` they rank above PyPI's
+    build once both indexes are considered; uv considers only the first index that has a package unless told so.
+    """
+    if not index:
+        return []
+    return ["--extra-index-url", index, *(["--index-strategy", "unsafe-best-match"] if uv else [])]
 
 
 def _create(venv: Path, python: str, uv: str | None) -> None:
