@@ -16,7 +16,8 @@ from patchseries.progress import Log
 
 DEFAULT_TORCH = "2.13.0"
 # setuptools: inductor on torch 2.1 imports it to build its C++ kernels; uv-made venvs do not ship it.
-TEST_REQUIREMENTS = ("pytest", "pytest-cov", "setuptools")
+# coverage 7.10+: measures the Python subprocesses some of the series' tests start (``[run] patch = subprocess``).
+TEST_REQUIREMENTS = ("pytest", "pytest-cov", "coverage>=7.10", "setuptools")
 _RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 _READY = ".patchseries-ready"
 # An extra package index for torch, e.g. PyTorch's CPU-only wheel index on CI; unset: PyPI (and the installer's config).
