@@ -9,7 +9,7 @@ import pytest
 
 from patchseries import environment
 from patchseries.cli import main
-from patchseries.environment import companion_requirements, ensure_environment, parse_torch_version
+from patchseries.environment import companion_requirements, ensure_environment, index_args, parse_torch_version
 from patchseries.errors import SeriesError
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.progress import quiet
@@ -35,6 +35,14 @@ def test_torch_older_than_lightning_supports_is_refused():
 def test_old_torch_gets_numpy_1_and_pkg_resources():
     assert companion_requirements("2.1.2") == ["numpy<2", "setuptools<70"]
     assert companion_requirements("2.13.0") == []
+
+
+def test_torch_index_is_added_beside_pypi_and_the_best_version_wins():
+    assert index_args(True, "") == []
+    assert index_args(True, "https://torch.invalid/cpu") == [
+        "--extra-index-url", "https://torch.invalid/cpu", "--index-strategy", "unsafe-best-match"
+    ]  # fmt: skip
+    assert index_args(False, "https://torch.invalid/cpu") == ["--extra-index-url", "https://torch.invalid/cpu"]
 
 
 @pytest.mark.network

@@ -6,8 +6,18 @@ import datetime as dt
 
 import pytest
 
+from patchseries.environment import parse_torch_version
 from patchseries.errors import SeriesError
-from patchseries.matrix import Row, from_json, results_by_module, to_json, to_markdown, update_readme
+from patchseries.matrix import (
+    DEFAULT_VERSIONS,
+    Row,
+    from_json,
+    merged_changed_lines,
+    results_by_module,
+    to_json,
+    to_markdown,
+    update_readme,
+)
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="5">
@@ -60,3 +70,21 @@ def test_readme_without_markers_is_refused(tmp_path):
     readme.write_text("no markers\n")
     with pytest.raises(SeriesError, match="has no <!-- matrix:start -->"):
         update_readme(readme, "table\n")
+
+
+def test_changed_lines_are_merged_over_the_releases_in_the_table_and_survive_a_round_trip():
+    first = {"files": {"src/lightning/a.py": {"covered": [1], "missed": {"2": "b", "3": "c"}}}, "unmeasured": []}
+    second = {"files": {"src/lightning/a.py": {"covered": [2], "missed": {"1": "a", "3": "c"}}}, "unmeasured": []}
+    rows = [Row("2.1.2", after={"test_a": "1 passed"}, changed_lines=first), Row("2.15.0", changed_lines=second)]
+
+    again, date = from_json(to_json(rows, dt.date(2026, 11, 30)))
+    table = to_markdown(again, date)
+
+    assert "merged over the releases: 2/3 covered (66.7%); per release: 2.1.2 1/3 covered (33.3%);" in table
+    assert "Not covered on any release: `lightning/a.py:3`." in table
+    assert merged_changed_lines([Row("2.4.1")]) is None
+
+
+def test_default_versions_are_every_minor_release_from_2_1_to_2_15_once():
+    minors = [parse_torch_version(v)[:2] for v in DEFAULT_VERSIONS]
+    assert minors == [(2, minor) for minor in range(1, 16)]

@@ -65,6 +65,7 @@ def test_every_source_change_has_a_lightning_changelog_entry(patch):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a fresh machine downloads torch first
 def test_main_job_passes_on_the_default_torch():
     """The README's main command, end to end: base, series, environment, the series' tests, summary."""
     proc = subprocess.run(
@@ -74,3 +75,4 @@ def test_main_job_passes_on_the_default_torch():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "result:    OK" in proc.stdout
     assert " 0 failed" in proc.stdout
+    assert "  coverage:  changed lines: " in proc.stdout

@@ -19,11 +19,14 @@ from patchseries.wheels import check_python
 
 DEFAULT_TORCH = "2.13.0"
 # setuptools: inductor on torch 2.1 imports it to build its C++ kernels; uv-made venvs do not ship it.
-TEST_REQUIREMENTS = ("pytest", "pytest-cov", "setuptools")
+# coverage 7.10+: measures the Python subprocesses some of the series' tests start (``[run] patch = subprocess``).
+TEST_REQUIREMENTS = ("pytest", "pytest-cov", "coverage>=7.10", "setuptools")
 _RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 _READY = ".patchseries-ready"
 # seconds between "still installing" lines: a cold install downloads torch and takes minutes
 HEARTBEAT_S = 15.0
+# An extra package index for torch, e.g. PyTorch's CPU-only wheel index on CI; unset: PyPI (and the installer's config).
+TORCH_INDEX_ENV = "PATCHSERIES_TORCH_INDEX"
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,8 @@ def ensure_environment(
     check_python(torch_version, release, _python_version(py_tag))
     venv = ws.venvs / f"{py_tag}-torch{torch_version}-{tree.name}"
     requirements = [f"torch=={torch_version}", *companion_requirements(torch_version), *TEST_REQUIREMENTS, *extra]
-    recipe = "\n".join([str(tree), *requirements]) + "\n"
+    index = os.environ.get(TORCH_INDEX_ENV, "").strip()
+    recipe = "\n".join([str(tree), *requirements, *([f"index: {index}"] if index else [])]) + "\n"
     ready = venv / _READY
     if ready.is_file() and ready.read_text() == recipe:
         log(f"reusing environment {venv.name}")
@@ -104,7 +108,10 @@ def ensure_environment(
         "minutes when torch is not cached yet)")  # fmt: skip
     try:
         _create(venv, python, uv, log, pid_file)
-        _install(venv, uv, [*requirements, "-e", str(tree)], torch_version, py_tag, log, pid_file)
+        _install(
+            venv, uv, [*index_args(uv is not None, index), *requirements, "-e", str(tree)], torch_version, py_tag, log,
+            pid_file,
+        )
     except BaseException:
         remove(venv)
         raise
@@ -112,6 +119,17 @@ def ensure_environment(
         remove(pid_file)
     ready.write_text(recipe)
     return Environment(venv, torch_version)
+
+
+def index_args(uv: bool, index: str) -> list[str]:
+    """Installer options that add ``index`` (if any) beside PyPI, the best version of each package winning.
+
+    torch's CPU-only builds are local versions (``2.13.0+cpu``), so for ``torch==2.13.0`` they rank above PyPI's
+    build once both indexes are considered; uv considers only the first index that has a package unless told so.
+    """
+    if not index:
+        return []
+    return ["--extra-index-url", index, *(["--index-strategy", "unsafe-best-match"] if uv else [])]
 
 
 def _create(venv: Path, python: str, uv: str | None, log: Log, pid_file: Path) -> None:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchseries.base import base_worktree
+from patchseries import changed_lines
+from patchseries.base import BASE_BRANCH, base_worktree
 from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
@@ -22,9 +23,13 @@ from patchseries.harness import series_test_files, write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace, project_root
 from patchseries.pipeline import BaseChoice, Prepared, prepare
 from patchseries.progress import Log
-from patchseries.testrun import junit_cases, run_tests
+from patchseries.testrun import changed_source_files, junit_cases, run_tests
 
-DEFAULT_VERSIONS = ("2.1.2", "2.4.1", "2.6.0", "2.8.0", "2.10.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
+# the newest patch release of every minor release Lightning 2.6.6 supports (PyPI, checked when a release was added)
+DEFAULT_VERSIONS = (
+    "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0",
+    "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0",
+)  # fmt: skip
 PROBE = Path("benchmarks") / "toggle_cost.py"  # in the project
 README_START, README_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
 
@@ -36,12 +41,15 @@ class Row:
     after: dict[str, str] = field(default_factory=dict)
     compile: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    changed_lines: dict[str, Any] = field(default_factory=dict)  # ChangedLines.to_dict() of the "after" run
 
 
 def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "auto") -> list[Row]:
     prepared = _prepare_series(ws, log)
     before_tree = _tree_without_series(ws, prepared)
     tests = series_test_files(prepared.patches)
+    sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
+    added = changed_lines.added_lines(prepared.base.path, BASE_BRANCH, "HEAD")
     rows = []
     for number, version in enumerate(versions, 1):
         log(f"matrix {number}/{len(versions)}: torch {version}")
@@ -60,11 +68,23 @@ def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "a
         before = run_tests(env, before_tree, tests, [], reports / "before", before_args, before_tree / "src")
         row.before = results_by_module(before.junit)
         log(f"torch {version}: the series' tests with the series")
-        after = run_tests(env, prepared.base.path, tests, [], reports / "after", ("-q",))
+        after = run_tests(env, prepared.base.path, tests, sources, reports / "after", ("-q",))
         row.after = results_by_module(after.junit)
+        if after.coverage_xml is not None:
+            row.changed_lines = changed_lines.measure(added, changed_lines.line_hits(after.coverage_xml)).to_dict()
         log(f"torch {version}: compile statistics")
         row.compile = _probe(env)
+    merged = merged_changed_lines(rows)
+    if merged is not None:
+        title = f"Lines the series adds or changes under src/, covered on any of torch {', '.join(versions)}"
+        merged.write(ws.reports / "matrix", title)
     return rows
+
+
+def merged_changed_lines(rows: list[Row]) -> changed_lines.ChangedLines | None:
+    """The coverage of the changed lines merged over the rows that measured it (None if none did)."""
+    measured = [changed_lines.ChangedLines.from_dict(row.changed_lines) for row in rows if row.changed_lines]
+    return changed_lines.merge(measured) if measured else None
 
 
 def refresh_compile_stats(ws: Workspace, rows: list[Row], log: Log, installer: str = "auto") -> None:
@@ -129,6 +149,7 @@ def to_markdown(rows: list[Row], today: dt.date | None = None) -> str:
             continue
         for module in sorted(set(row.before) | set(row.after)):
             lines.append(f"| {row.torch} | `{module}` | {row.before.get(module, '-')} | {row.after.get(module, '-')} |")
+    lines += _changed_lines_paragraph(rows)
     lines += [
         "",
         "Compile statistics with the series (`benchmarks/toggle_cost.py --backend aot_eager`, a two-optimizer GAN):",
@@ -152,6 +173,28 @@ def update_readme(readme: Path, table: str) -> None:
     head, rest = text.split(README_START, 1)
     _, tail = rest.split(README_END, 1)
     readme.write_text(f"{head}{README_START}\n{table}{README_END}{tail}")
+
+
+def _changed_lines_paragraph(rows: list[Row]) -> list[str]:
+    merged = merged_changed_lines(rows)
+    if merged is None:
+        return []
+    per_release = [
+        f"{row.torch} {changed_lines.ChangedLines.from_dict(row.changed_lines).line()}"
+        for row in rows
+        if row.changed_lines
+    ]
+    lines = [
+        "",
+        f"Changed lines (the Lightning lines the series adds or changes that coverage.py counts as executable) covered "
+        f"by the series' tests, merged over the releases: {merged.line()}; per release: {'; '.join(per_release)}.",
+    ]
+    missed = merged.missed_lines()
+    if missed:
+        shown = ", ".join(f"`{path.removeprefix('src/')}:{number}`" for path, number, _ in missed[:20])
+        more = f" and {len(missed) - 20} more" if len(missed) > 20 else ""
+        lines.append(f"Not covered on any release: {shown}{more}.")
+    return lines
 
 
 def _compile_cell(stats: dict[str, Any]) -> str:

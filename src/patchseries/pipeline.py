@@ -7,7 +7,8 @@ from pathlib import Path
 
 from patchseries import base as base_sources
 from patchseries.apply import ApplyResult, apply_series
-from patchseries.base import BaseTree
+from patchseries.base import BASE_BRANCH, BaseTree
+from patchseries.changed_lines import ChangedLines, measure_tree
 from patchseries.environment import ensure_environment
 from patchseries.harness import series_test_files, write_harness
 from patchseries.paths import Workspace
@@ -41,6 +42,8 @@ class JobResult:
     torch: str
     outcome: TestOutcome
     upstream: list[Comparison] = field(default_factory=list)
+    changed: ChangedLines | None = None  # coverage of the lines the series adds or changes
+    changed_report: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -104,17 +107,30 @@ def run_main_job(
     tests = series_test_files(prepared.patches)
     sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
     log(f"stage 5/5: running {len(tests)} test modules of the series")
-    outcome = run_tests(env, tree, tests, sources, ws.reports / f"torch-{torch}", pytest_args)
+    reports = ws.reports / f"torch-{torch}"
+    outcome = run_tests(env, tree, tests, sources, reports, pytest_args)
+    changed, changed_report = None, None
+    if outcome.coverage_xml is not None:
+        changed = measure_tree(tree, BASE_BRANCH, "HEAD", outcome.coverage_xml)
+        title = f"Lines the series adds or changes under src/, covered by its tests (torch {torch})"
+        changed_report = changed.write(reports, title)
     upstream = []
     if upstream_checkout:
         upstream = [run_upstream_tests(ws, env, tree, log), *run_static_gates(ws, env, tree, log)]
-    return JobResult(prepared, torch, outcome, upstream)
+    return JobResult(prepared, torch, outcome, upstream, changed, changed_report)
 
 
 def summary(result: JobResult) -> str:
     prepared, outcome = result.prepared, result.outcome
     applied = prepared.applied
-    coverage = "n/a" if outcome.coverage is None else f"{outcome.coverage}%"
+    modules = "n/a" if outcome.coverage is None else f"{outcome.coverage}%"
+    if result.changed is None:
+        coverage = ["  coverage:  n/a (no coverage report)"]
+    else:
+        coverage = [
+            f"  coverage:  changed lines: {result.changed.line()} (uncovered listed in {result.changed_report})",
+            f"             changed modules: {modules} (xml: {outcome.coverage_xml})",
+        ]
     excluded = sum(len(v) for v in applied.excluded.values())
     if applied.local:
         patches = "not applied: the tree has local changes, and those were tested (see tree:)"
@@ -131,7 +147,7 @@ def summary(result: JobResult) -> str:
         + (f", {len(applied.already_present)} already in base" if applied.already_present else "")
         + (f", {excluded} paths excluded" if excluded else ""),
         f"  tests:     {outcome.line()}",
-        f"  coverage:  {coverage} of the changed Lightning modules (xml: {outcome.coverage_xml or 'none'})",
+        *coverage,
         f"  tree:      {prepared.base.path} ({applied.where})"
         + (f": local changes, not patches/ ({applied.local})" if applied.local else ""),
         *(f"  backup:    {backup}" for backup in applied.backups),

@@ -99,8 +99,10 @@ def _relative_to_tests(path: str) -> str:
 def _coverage_config(reports: Path, tree: Path, sources: list[str]) -> Path:
     include = "\n".join(f"    */{source}" for source in sources)
     rc = reports / "coveragerc"
-    # measured over the whole package (``--cov=lightning``), reported for the changed modules only
-    rc.write_text(f"[report]\ninclude =\n{include}\nskip_empty = true\n")
+    # Measured over the whole package (``--cov=lightning``), reported for the changed modules only. Python subprocesses
+    # are measured too (coverage.py 7.10+): tests of code that must run in a fresh interpreter (a module compiled before
+    # ``import lightning``) run it in one.
+    rc.write_text(f"[run]\npatch = subprocess\n\n[report]\ninclude =\n{include}\nskip_empty = true\n")
     return rc
 
 
