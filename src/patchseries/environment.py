@@ -109,7 +109,12 @@ def ensure_environment(
     try:
         _create(venv, python, uv, log, pid_file)
         _install(
-            venv, uv, [*index_args(uv is not None, index), *requirements, "-e", str(tree)], torch_version, py_tag, log,
+            venv,
+            uv,
+            [*index_args(uv is not None, index), *requirements, "-e", str(tree)],
+            torch_version,
+            py_tag,
+            log,
             pid_file,
         )
     except BaseException:
