@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import commit, git
+from conftest import RELEASE_FILES, commit, git
 from patchseries.errors import SeriesError
-from patchseries.export import drift_problems, export_series
+from patchseries.export import drift_report, export_series
 from patchseries.series import read_series
 
 
 def _drift(synthetic):
-    return drift_problems(synthetic.tree, read_series(synthetic.ws.series_file), synthetic.ws.patches)
+    return drift_report(synthetic.tree, read_series(synthetic.ws.series_file), synthetic.ws.patches).problems
 
 
 def test_committed_series_equals_a_fresh_export(synthetic):
@@ -66,3 +66,111 @@ def test_export_of_a_branch_without_commits_is_refused(synthetic):
 def test_export_of_a_missing_branch_is_refused(synthetic):
     with pytest.raises(SeriesError, match="has no branch 'nope'"):
         export_series(synthetic.tree, synthetic.ws.patches, branch="nope")
+
+
+# Upstream files the synthetic sdist lacks (its pin says lacks = ["tests/", "docs/"]), as Lightning's sdist lacks docs/.
+LACKS = ("tests/", "docs/")
+DOCS = "docs/index.rst"
+DOCUMENTED = "Add a docstring and document it"
+
+
+@pytest.fixture
+def upstream_series(synthetic, upstream_clone):
+    """The series authored on an upstream tree (the release plus docs/), with a patch that changes code and docs."""
+    commit(upstream_clone, {DOCS: "Fakelib\n"}, "Docs")
+    git(upstream_clone, "tag", "-f", "1.0")
+    git(upstream_clone, "checkout", "-q", "-b", "base")
+    git(upstream_clone, "checkout", "-q", "-b", "series")
+    git(upstream_clone, "am", "-q", *sorted(str(p) for p in synthetic.ws.patches.glob("*.patch")))
+    documented = (
+        RELEASE_FILES["src/fakelib/core.py"]
+        .replace("return 41", "return 42")
+        .replace("():\n", '():\n    """The answer."""\n')
+    )
+    commit(upstream_clone, {"src/fakelib/core.py": documented, DOCS: "Fakelib\n\n``answer()`` answers.\n"}, DOCUMENTED)
+    export_series(upstream_clone, synthetic.ws.patches, branch="series")
+    return upstream_clone
+
+
+def _report(synthetic, base_repo, lacks=LACKS):
+    return drift_report(base_repo, read_series(synthetic.ws.series_file), synthetic.ws.patches, lacks=lacks)
+
+
+def test_check_on_the_sdist_leaves_out_hunks_for_files_it_lacks_and_checks_the_rest(synthetic, upstream_series):
+    report = _report(synthetic, synthetic.tree)
+
+    assert report.problems == []
+    assert report.unchecked == {"0003-Add-a-docstring-and-document-it.patch": [DOCS]}
+
+
+def test_hand_edit_beside_a_left_out_hunk_is_still_drift(synthetic, upstream_series):
+    patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
+    patch.write_text(patch.read_text().replace('"""The answer."""', '"""The answer!"""'))
+
+    assert any(
+        "0003-Add-a-docstring-and-document-it.patch differs" in p for p in _report(synthetic, synthetic.tree).problems
+    )
+
+
+def test_check_on_an_upstream_tree_checks_every_hunk(synthetic, upstream_series):
+    patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
+    assert _report(synthetic, upstream_series, lacks=()).problems == []
+    assert _report(synthetic, upstream_series, lacks=()).unchecked == {}
+
+    patch.write_text(patch.read_text().replace("answers.", "answers!"))  # only the docs hunk: the sdist cannot see it
+
+    assert _report(synthetic, synthetic.tree).problems == []
+    assert any("differs from a fresh export" in p for p in _report(synthetic, upstream_series, lacks=()).problems)
+
+
+def test_export_from_the_sdist_tree_refuses_to_drop_hunks_for_files_it_lacks(synthetic, upstream_series):
+    patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
+    git(synthetic.tree, "am", "-q", f"--exclude={DOCS}", str(patch))  # what `apply` does on the sdist base
+    before = {p.name: p.read_text() for p in synthetic.ws.patches.iterdir()}
+
+    with pytest.raises(
+        SeriesError, match=r"would drop 0003-Add-a-docstring-and-document-it.patch's hunks for docs/index.rst"
+    ):
+        export_series(synthetic.tree, synthetic.ws.patches, branch="series", lacks=LACKS)
+
+    assert {p.name: p.read_text() for p in synthetic.ws.patches.iterdir()} == before
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series", lacks=LACKS, drop_lacking=True)
+    assert DOCS not in patch.read_text()
+
+
+def test_export_from_an_upstream_tree_may_drop_a_docs_hunk_on_purpose(synthetic, upstream_series):
+    git(upstream_series, "checkout", "-q", "series~1", "--", DOCS)
+    git(upstream_series, "commit", "-q", "--amend", "--no-edit")
+
+    export_series(upstream_series, synthetic.ws.patches, branch="series", lacks=LACKS)
+
+    assert DOCS not in (synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch").read_text()
+
+
+def test_a_patch_that_only_changes_files_the_sdist_lacks_is_left_out_and_the_rest_checked(synthetic, upstream_series):
+    commit(upstream_series, {DOCS: "Fakelib\n\nSee ``answer()``.\n"}, "Reword the docs")
+    commit(upstream_series, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    export_series(upstream_series, synthetic.ws.patches, branch="series")
+
+    report = _report(synthetic, synthetic.tree)
+
+    assert report.problems == []
+    assert report.unchecked["0004-Reword-the-docs.patch"] == [DOCS]
+    bumped = synthetic.ws.patches / "0005-Bump-the-version.patch"
+    bumped.write_text(bumped.read_text().replace("VERSION = '1.1'", "VERSION = '1.2'"))
+    assert any("0005-Bump-the-version.patch differs" in p for p in _report(synthetic, synthetic.tree).problems)
+
+
+def test_check_command_names_what_the_sdist_could_not_check_and_checkout_checks_it(synthetic, upstream_series):
+    on_sdist = synthetic.run("check")
+    on_upstream = synthetic.run("check", "--checkout", str(upstream_series))
+
+    assert on_sdist.returncode == 0, on_sdist.stderr
+    assert (
+        "not checked: 1 upstream files that the sdist base lacks (docs/index.rst), changed by 0003" in on_sdist.stdout
+    )
+    assert on_upstream.returncode == 0, on_upstream.stderr
+    assert on_upstream.stdout.startswith("ok: 3 patches equal a fresh export")
+    assert "not checked" not in on_upstream.stdout
+    git(upstream_series, "tag", "-d", "1.0")
+    assert "has no 'refs/tags/1.0'" in synthetic.run("check", "--checkout", str(upstream_series)).stderr

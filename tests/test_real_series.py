@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from patchseries.base import sdist_base
-from patchseries.export import drift_problems
+from patchseries.export import drift_report
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
@@ -29,7 +29,8 @@ def base_repo() -> Path:
 
 
 def test_patches_equal_a_fresh_export_and_have_no_whitespace_errors(base_repo):
-    assert drift_problems(base_repo, read_series(WS.series_file), WS.patches) == []
+    lacks = load_pin(WS.pin_file).sdist_lacks
+    assert drift_report(base_repo, read_series(WS.series_file), WS.patches, lacks=lacks).problems == []
 
 
 def test_plain_git_am_applies_the_series_to_the_pinned_base(base_repo, tmp_path):

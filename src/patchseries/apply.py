@@ -9,7 +9,7 @@ from pathlib import Path
 
 from patchseries.base import BASE_BRANCH, BaseTree
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import TOOL_IDENTITY, git, git_path, out
+from patchseries.gitcmd import TOOL_IDENTITY, git, git_path, has_path, out
 from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, fingerprint
@@ -101,7 +101,7 @@ def excluded_paths(base: BaseTree, patch: Patch, pin: Pin) -> list[str]:
     if base.source != "sdist":
         return []
     return [
-        path for path in patch.touched_existing if path.startswith(pin.sdist_lacks) and not _exists(base.path, path)
+        path for path in patch.touched_existing if path.startswith(pin.sdist_lacks) and not has_path(base.path, path)
     ]
 
 
@@ -161,7 +161,3 @@ def _local_description(state: TreeState, applied_head: str) -> str:
     if state.head != applied_head and not (state.unexported and state.branch == SERIES_BRANCH):
         parts.append(f"HEAD is {state.where}, not the applied series")
     return ", ".join(parts)
-
-
-def _exists(repo: Path, path: str) -> bool:
-    return git("cat-file", "-e", f"HEAD:{path}", cwd=repo, check=False).returncode == 0

@@ -140,13 +140,15 @@ def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
 
 def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.export import export_series
+    from patchseries.pin import load_pin
 
     tree = (args.tree or _default_tree(ws)).resolve()
     if not (tree / ".git").exists():
         raise SeriesError(
             f"there is no tree to export at {tree}; run `python -m patchseries apply` to make it, or pass --tree"
         )
-    names = export_series(tree, ws.patches, branch=args.branch)
+    lacks = load_pin(ws.pin_file).sdist_lacks
+    names = export_series(tree, ws.patches, branch=args.branch, lacks=lacks, drop_lacking=args.drop_missing)
     print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
     return 0
 
@@ -154,18 +156,30 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import pipeline
     from patchseries.base import sdist_base
-    from patchseries.export import drift_problems
+    from patchseries.export import drift_report
 
     log = make_log()
     pin, patches = pipeline.load(ws)
     if args.onto:
         return _check_onto(args, pin, patches)
-    problems = drift_problems(sdist_base(ws, pin, log).path, patches, ws.patches)
-    for problem in problems:
+    if args.checkout is not None:  # upstream's tag has every file a patch touches: check every hunk
+        if not (args.checkout / ".git").exists():
+            raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
+        report = drift_report(args.checkout.resolve(), patches, ws.patches, base=f"refs/tags/{pin.tag}")
+    else:
+        report = drift_report(sdist_base(ws, pin, log).path, patches, ws.patches, lacks=pin.sdist_lacks)
+    for problem in report.problems:
         print(f"drift: {problem}")
-    if problems:
+    if report.problems:
         return 1
     print(f"ok: {len(patches)} patches equal a fresh export and apply without whitespace errors")
+    if report.unchecked:
+        files = sorted({path for paths in report.unchecked.values() for path in paths})
+        print(
+            f"not checked: {len(files)} upstream files that the sdist base lacks ({', '.join(files)}), changed by "
+            f"{', '.join(name[:4] for name in report.unchecked)}; `check --checkout PATH` (an upstream clone at "
+            f"tag {pin.tag}) checks those hunks too"
+        )
     return 0
 
 
@@ -282,10 +296,17 @@ def _parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", parents=[common], help="regenerate patches/ from a branch")
     export.add_argument("--tree", type=_directory, help="the repository to export from (default: the sdist tree)")
     export.add_argument("--branch", default="series", help="the branch to export (default: series)")
+    export.add_argument(
+        "--drop-missing", action="store_true", help="allow dropping hunks for upstream files the tree's base lacks "
+        "(docs/, upstream tests/ on the sdist base)",
+    )  # fmt: skip
     export.set_defaults(handler=cmd_export)
     check = sub.add_parser("check", parents=[common], help="drift check, or with --onto: standing against a ref")
     check.add_argument("--onto", metavar="REF", help="report each patch against REF of --checkout (e.g. master)")
-    check.add_argument("--checkout", type=_directory, metavar="PATH", help="the upstream clone for --onto")
+    check.add_argument(
+        "--checkout", type=_directory, metavar="PATH", help="an upstream clone: where --onto's ref is, or, without "
+        "--onto, whose pinned tag is the base of a drift check that covers the hunks for docs/ and upstream tests/ too",
+    )  # fmt: skip
     check.set_defaults(handler=cmd_check)
     status = sub.add_parser("status", parents=[common], help="list each patch's upstream status trailers")
     status.set_defaults(handler=cmd_status)

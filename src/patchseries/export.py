@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import filecmp
+import re
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries.base import BASE_BRANCH
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import TOOL_IDENTITY, git, out, uncommitted_files
+from patchseries.gitcmd import TOOL_IDENTITY, git, has_path, out, uncommitted_files
 from patchseries.paths import partial_path, remove
-from patchseries.series import Patch
+from patchseries.series import Patch, parse_patch, read_series
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (
@@ -30,16 +31,26 @@ FORMAT_PATCH_OPTIONS = (
     "--no-add-header",
 )
 _FORMAT_CONFIG = ("-c", "format.useAutoBase=false")
+_DIFF_PATH = re.compile(r"diff --git a/(\S+) b/")
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
 
 
-def export_series(repo: Path, patches_dir: Path, branch: str, base: str = BASE_BRANCH) -> list[str]:
+def export_series(
+    repo: Path,
+    patches_dir: Path,
+    branch: str,
+    base: str = BASE_BRANCH,
+    lacks: tuple[str, ...] = (),
+    drop_lacking: bool = False,
+) -> list[str]:
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files plus ``series`` into ``patches_dir``.
 
     Other files in ``patches_dir`` (the pin) are kept; stale ``*.patch`` files are removed. A tree with uncommitted
-    changes is refused: export writes commits only, and those changes would silently stay behind.
+    changes is refused: export writes commits only, and those changes would silently stay behind. So is an export
+    that would drop a committed patch's hunks for upstream files the tree's base lacks (``lacks``, e.g. ``docs/`` on
+    the sdist base, where applying left them out), unless ``drop_lacking``.
     """
     dirty = uncommitted_files(repo)
     if dirty:
@@ -59,6 +70,14 @@ def export_series(repo: Path, patches_dir: Path, branch: str, base: str = BASE_B
     git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, f"{base}..{branch}",
         cwd=repo)  # fmt: skip
     names = sorted(p.name for p in staging.glob("*.patch"))
+    dropped = [] if drop_lacking else _dropped_hunks(repo, base, patches_dir, [staging / n for n in names], lacks)
+    if dropped:
+        remove(staging)
+        raise SeriesError(
+            f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the sdist ships no docs/ "
+            "or upstream tests/), so applying left those hunks out. Make the change on an upstream tree (python -m "
+            "patchseries apply --git, or --checkout PATH) and export from there, or pass --drop-missing to drop them"
+        )
     for stale in patches_dir.glob("*.patch"):
         stale.unlink()
     for name in names:
@@ -68,38 +87,115 @@ def export_series(repo: Path, patches_dir: Path, branch: str, base: str = BASE_B
     return names
 
 
+def _dropped_hunks(repo: Path, base: str, patches_dir: Path, exported: list[Path], lacks: tuple[str, ...]) -> list[str]:
+    """``"<patch>'s hunks for <paths>"`` for each committed patch whose re-export lost files ``base`` of ``repo`` lacks.
+
+    Patches are matched by subject; a reworded patch is not compared.
+    """
+    if not lacks or not (patches_dir / "series").is_file():
+        return []
+    committed = {p.subject: p for p in read_series(patches_dir / "series")}
+    dropped = []
+    for path in exported:
+        fresh = parse_patch(path)
+        old = committed.get(fresh.subject)
+        if old is None:
+            continue
+        kept = {change.path for change in fresh.changes}
+        lost = [
+            p for p in old.touched_existing if p.startswith(lacks) and p not in kept and not has_path(repo, p, base)
+        ]
+        if lost:
+            dropped.append(f"{old.name}'s hunks for {', '.join(lost)}")
+    return dropped
+
+
 def format_one(repo: Path, commit: str) -> str:
     """The patch file that :func:`export_series` writes for ``commit`` (empty for a merge or an empty commit)."""
     return git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--stdout", "-1", commit, cwd=repo).stdout
 
 
-def drift_problems(base_repo: Path, patches: list[Patch], patches_dir: Path) -> list[str]:
+@dataclass
+class DriftReport:
+    """What the drift check found: ``problems`` fail it; ``unchecked`` lists, per patch, the paths this base lacks."""
+
+    problems: list[str] = field(default_factory=list)
+    unchecked: dict[str, list[str]] = field(default_factory=dict)
+
+
+def drift_report(
+    base_repo: Path, patches: list[Patch], patches_dir: Path, lacks: tuple[str, ...] = (), base: str = BASE_BRANCH
+) -> DriftReport:
     """Re-apply the committed patches to a scratch clone of the base, re-export them, and list every difference.
 
-    Each patch must also apply with no whitespace error (``git apply --check --whitespace=error``).
+    Each patch must also apply with no whitespace error (``git apply --check --whitespace=error``). On a base that
+    lacks some upstream paths (``lacks``: the sdist has no ``docs/`` or upstream ``tests/``), the hunks for files the
+    base does not have are left out, as :func:`patchseries.apply.apply_series` leaves them out, and reported as
+    unchecked: the commit message and every other hunk must still equal a fresh export, byte for byte. Checking on a
+    full upstream tree (``lacks=()``) checks everything.
     """
-    problems: list[str] = []
+    if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=base_repo, check=False).returncode != 0:
+        raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it (git fetch --tags)")
+    report = DriftReport()
     with tempfile.TemporaryDirectory(prefix="patchseries-drift-") as tmp:
         scratch = Path(tmp) / "tree"
-        git("clone", "--quiet", "--shared", "--branch", BASE_BRANCH, base_repo, scratch)
-        git("checkout", "--quiet", "-b", "drift-check", cwd=scratch)
+        git("clone", "--quiet", "--shared", "--no-checkout", base_repo, scratch)
+        base_commit = out("rev-parse", f"{base}^{{commit}}", cwd=base_repo)
+        git("branch", "--quiet", "drift-base", base_commit, cwd=scratch)
+        git("checkout", "--quiet", "-b", "drift-check", base_commit, cwd=scratch)
+        applied: list[Patch] = []
         for patch in patches:
-            check = git("apply", "--check", "--whitespace=error", patch.path, cwd=scratch, check=False)
+            left_out = [p for p in patch.touched_existing if p.startswith(lacks) and not has_path(scratch, p)]
+            if left_out:
+                report.unchecked[patch.name] = left_out
+            if len(left_out) == len(patch.changes):
+                continue
+            excludes = [f"--exclude={path}" for path in left_out]
+            check = git("apply", "--check", "--whitespace=error", *excludes, patch.path, cwd=scratch, check=False)
             if check.returncode != 0:
                 reason = (check.stderr.strip().splitlines() or ["does not apply"])[-1]
-                problems.append(f"{patch.name}: {reason}")
-                return problems
-            git("am", "--quiet", "--committer-date-is-author-date", patch.path, cwd=scratch, env=TOOL_IDENTITY)
+                report.problems.append(f"{patch.name}: {reason}")
+                return report
+            git("am", "--quiet", "--committer-date-is-author-date", *excludes, patch.path, cwd=scratch,
+                env=TOOL_IDENTITY)  # fmt: skip
+            applied.append(patch)
         exported = Path(tmp) / "exported"
         exported.mkdir()
-        export_series(scratch, exported, branch="drift-check", base=BASE_BRANCH)
-        committed = sorted(p.name for p in patches)
-        fresh = sorted(p.name for p in exported.glob("*.patch"))
-        if committed != fresh:
-            problems.append(f"patch names differ from a fresh export: {committed} vs {fresh}")
-        for name in sorted(set(committed) & set(fresh)):
-            if not filecmp.cmp(patches_dir / name, exported / name, shallow=False):
-                problems.append(f"{name} differs from a fresh export; re-export it with `patchseries export`")
-        if (patches_dir / "series").read_text() != (exported / "series").read_text():
-            problems.append("series file differs from a fresh export; re-export with `patchseries export`")
+        export_series(scratch, exported, branch="drift-check", base="drift-base")
+        report.problems += _differences(applied, patches_dir, exported, report.unchecked, renumbered=applied != patches)
+    return report
+
+
+def _differences(
+    applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]], renumbered: bool
+) -> list[str]:
+    committed = [p.name for p in applied]
+    fresh = sorted(p.name for p in exported.glob("*.patch"))
+    # a patch that touches only paths this base lacks was left out, so the numbers of later ones moved
+    strip = 5 if renumbered else 0
+    if [c[strip:] for c in committed] != [f[strip:] for f in fresh]:
+        return [f"patch names differ from a fresh export: {committed} vs {fresh}"]
+    problems = []
+    for name, fresh_name in zip(committed, fresh, strict=True):
+        old, new = (patches_dir / name).read_text(), (exported / fresh_name).read_text()
+        left_out = unchecked.get(name)
+        if (_comparable(old, left_out) != _comparable(new, [])) if left_out else old != new:
+            problems.append(f"{name} differs from a fresh export; re-export it with `patchseries export`")
+    if not renumbered and (patches_dir / "series").read_text() != (exported / "series").read_text():
+        problems.append("series file differs from a fresh export; re-export with `patchseries export`")
     return problems
+
+
+def _comparable(text: str, left_out: list[str]) -> tuple[str, list[str]]:
+    """A patch's message and its per-file diffs, less those of ``left_out``.
+
+    The diffstat is dropped: it counts the left-out files too.
+    """
+    head, _, rest = text.partition("\n---\n")
+    sections = re.split(r"(?m)^(?=diff --git )", rest)[1:]
+    return head, [section for section in sections if _diff_path(section) not in left_out]
+
+
+def _diff_path(section: str) -> str:
+    match = _DIFF_PATH.match(section)
+    return match.group(1) if match else ""

@@ -70,6 +70,11 @@ def uncommitted_files(repo: Path) -> list[str]:
     return [line[3:] for line in lines if line.strip()]
 
 
+def has_path(repo: Path, path: str, ref: str = "HEAD") -> bool:
+    """Whether ``ref`` of ``repo`` has a file or directory at ``path``."""
+    return git("cat-file", "-e", f"{ref}:{path}", cwd=repo, check=False).returncode == 0
+
+
 def _short(args: Sequence[str | Path]) -> str:
     return " ".join(str(a) for a in args[:3])
 
