@@ -7,18 +7,24 @@ Measures, for one Lightning (whatever ``import lightning`` finds) and one torch:
 - Dynamo's graphs, graph breaks (with the most frequent reasons) and recompiles after warm-up, for the whole run;
 - the largest parameter difference between compiled and eager training from the same seed.
 
+Each measurement compiles with an empty inductor cache (its own ``TORCHINDUCTOR_CACHE_DIR``), as a user's first run
+does; ``--reuse-cache`` measures with the machine's cache instead, where graphs compiled by an earlier run are loaded
+from disk and warm-up drops accordingly.
+
 Two ways to run it:
 
     # one measurement, in an environment with Lightning and torch installed
     python benchmarks/compile_cost.py measure --backend inductor --style with [--keep-out step,manual_backward]
 
-    # the README table: plain 2.6.6 + the two upstream backports vs the full series, from the main job's tree
+    # the README table: plain 2.6.6 + the two upstream backports vs the full series, from the main job's tree,
+    # each variant measured --repeat times (interleaved) and reported as the median, warm-up with its range
     python benchmarks/compile_cost.py table --python .work/venvs/py3.11-torch2.15.0-sdist-2.6.6/bin/python \
-        --tree .work/trees/sdist-2.6.6 [--write-readme README.md]
+        --tree .work/trees/sdist-2.6.6 [--against "series v1=PATH"] [--write-readme README.md]
 
 ``--keep-out`` wraps Lightning's helpers in ``torch.compiler.disable`` at run time (``step`` is
-``LightningOptimizer.step``); it is how the series chose which helpers to keep out of Dynamo. Figures from a shared
-CPU machine vary by tens of percent between runs; compare rows of one run.
+``LightningOptimizer.step``); it is how the series chose which helpers to keep out of Dynamo. ``--against`` adds rows
+for another Lightning tree (e.g. an earlier version of the series), measured in the same interleaved rounds. Figures
+from a shared CPU machine vary by tens of percent between runs; compare rows of one table.
 """
 
 from __future__ import annotations
@@ -174,8 +180,17 @@ def _short_reason(reason: str) -> str:
     return text[:70]
 
 
-def table(python: str, tree: Path, backend: str, steps: int) -> str:
-    """Rows for plain 2.6.6 + 0001-0002 and for the full series, both styles, measured in subprocesses."""
+def _same(results: list[dict[str, Any]], key: str) -> str:
+    """A count that every repetition should agree on; a range if they did not."""
+    values = sorted({r[key] for r in results})
+    return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
+
+
+def table(
+    python: str, tree: Path, backend: str, steps: int, repeat: int = 3, against: list[tuple[str, Path]] | None = None
+) -> str:
+    """Rows for plain 2.6.6 + 0001-0002, for the full series (both styles) and for ``against``, measured in
+    subprocesses, ``repeat`` rounds over all variants, so that a slow moment of the machine hits every row alike."""
     series_tip = _git(tree, "rev-parse", "series")
     backports = _git(tree, "rev-list", "--reverse", "base..series").split()[1]
     rows = []
@@ -184,30 +199,41 @@ def table(python: str, tree: Path, backend: str, steps: int) -> str:
         _git(tree, "worktree", "add", "--detach", str(backports_tree), backports)
         try:
             variants = [("2.6.6 + 0001-0002", backports_tree, "calls")]
+            variants += [(label, path, "calls") for label, path in against or []]
             variants += [("2.6.6 + series", tree, style) for style in STYLES]
-            for label, source, style in variants:
-                result = _measure_in_subprocess(python, source, backend, style, steps)
-                rows.append((label, style, result))
+            results: list[list[dict[str, Any]]] = [[] for _ in variants]
+            for _ in range(repeat):
+                for index, (_label, source, style) in enumerate(variants):
+                    results[index].append(_measure_in_subprocess(python, source, backend, style, steps))
+            rows = [(label, style, results[i]) for i, (label, _source, style) in enumerate(variants)]
         finally:
             _git(tree, "worktree", "remove", "--force", str(backports_tree))
-    torch_version = rows[0][2]["torch"]
+    torch_version = next((r["torch"] for _l, _s, rs in rows for r in rs if "torch" in r), "?")
     lines = [
         README_BEGIN,
         f"torch {torch_version}, `{backend}`, CPU; a two-optimizer GAN (Adam), {steps} steps; series at"
-        f" `{series_tip[:12]}`. Warm-up is the first {WARMUP_STEPS} compiled steps; ms/step is the median after them.",
+        f" `{series_tip[:12]}`. Warm-up is the first {WARMUP_STEPS} compiled steps with an empty inductor cache;"
+        f" ms/step is the median after them. Median of {repeat} interleaved rounds (warm-up range in brackets).",
         "",
         "| Lightning | style | warm-up s | eager ms/step | compiled ms/step | graphs | breaks | top break reasons"
         " | recompiles | max param diff vs eager |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for label, style, r in rows:
-        if "error" in r:
-            lines.append(f"| {label} | {style} | {r['error']} | | | | | | | |")
+    for label, style, results in rows:
+        failed = [r for r in results if "error" in r]
+        if failed:
+            lines.append(f"| {label} | {style} | {failed[0]['error']} | | | | | | | |")
             continue
+        r = results[0]
         reasons = "; ".join(f"{count}× {reason}" for reason, count in r["break_reasons"][:3])
+        warmups = [x["warmup_s"] for x in results]
+        warmup = f"{statistics.median(warmups):.2f}" + (f" ({min(warmups)}-{max(warmups)})" if len(results) > 1 else "")
+        eager_ms = statistics.median(x["eager_ms"] for x in results)
+        compiled_ms = statistics.median(x["compiled_ms"] for x in results)
         lines.append(
-            f"| {label} | {style} | {r['warmup_s']} | {r['eager_ms']} | {r['compiled_ms']} | {r['graphs']}"
-            f" | {r['graph_breaks']} | {reasons} | {r['recompiles']} | {r['max_parameter_difference']:.1e} |"
+            f"| {label} | {style} | {warmup} | {eager_ms:.2f} | {compiled_ms:.2f} | {_same(results, 'graphs')}"
+            f" | {_same(results, 'graph_breaks')} | {reasons} | {_same(results, 'recompiles')}"
+            f" | {max(x['max_parameter_difference'] for x in results):.1e} |"
         )
     lines.append(README_END)
     return "\n".join(lines)
@@ -243,17 +269,23 @@ def main() -> None:
     one.add_argument("--keep-out", default="", help=f"comma-separated, of {', '.join(HELPERS)}")
     one.add_argument("--clip", action="store_true", help="clip gradients between backward and step")
     one.add_argument("--json", action="store_true")
+    one.add_argument("--reuse-cache", action="store_true", help="use the machine's inductor cache (default: empty)")
     rows = commands.add_parser("table", help="the README table: 2.6.6 + backports vs the series")
     rows.add_argument("--python", required=True, help="Python of an environment with torch and Lightning's deps")
     rows.add_argument("--tree", type=Path, required=True, help="the main job's tree (branches base and series)")
     rows.add_argument("--write-readme", type=Path)
+    rows.add_argument("--repeat", type=int, default=3, help="rounds over all variants (default 3)")
+    rows.add_argument(
+        "--against", action="append", default=[], metavar="LABEL=PATH", help="another Lightning tree to measure"
+    )
     for sub in (one, rows):
         sub.add_argument("--backend", default="inductor")
         sub.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
 
     if args.command == "table":
-        block = table(args.python, args.tree.resolve(), args.backend, args.steps)
+        against = [(label, Path(path).resolve()) for label, _, path in (a.partition("=") for a in args.against)]
+        block = table(args.python, args.tree.resolve(), args.backend, args.steps, args.repeat, against)
         print(block)
         if args.write_readme:
             write_readme(args.write_readme, block)
@@ -262,7 +294,11 @@ def main() -> None:
     unknown = sorted(set(keep_out) - set(HELPERS))
     if unknown:
         sys.exit(f"error: --keep-out knows {', '.join(HELPERS)}, not {', '.join(unknown)}")
-    result = measure(args.backend, args.style, args.steps, keep_out, args.clip)
+    with tempfile.TemporaryDirectory(prefix="compile-cost-inductor-") as cache:
+        if not args.reuse_cache:  # read when torch is imported, which measure() does
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+        result = measure(args.backend, args.style, args.steps, keep_out, args.clip)
+    result["inductor_cache"] = "reused" if args.reuse_cache else "empty"
     if args.json:
         print(json.dumps(result))
         return

@@ -33,13 +33,19 @@ def test_patches_equal_a_fresh_export_and_have_no_whitespace_errors(base_repo):
     assert drift_report(base_repo, read_series(WS.series_file), WS.patches, lacks=lacks).problems == []
 
 
-def test_plain_git_am_applies_the_series_to_the_pinned_base(base_repo, tmp_path):
+def test_git_am_applies_the_series_to_the_sdist_base_less_the_files_it_lacks(base_repo, tmp_path):
+    """Plain `git am` onto the sdist base, excluding the upstream docs and test files the sdist does not ship (as the
+    tool does); plain `git am` onto upstream's tag itself is the workflow's `git-am` job, which needs GitHub."""
     clone = tmp_path / "lightning"
     subprocess.run(["git", "clone", "-q", "--branch", "base", str(base_repo), str(clone)], check=True)
-    patches = sorted(str(p) for p in WS.patches.glob("*.patch"))
+    patches = read_series(WS.series_file)
+    lacks = load_pin(WS.pin_file).sdist_lacks
+    excludes = sorted({path for p in patches for path in p.touched_existing if path.startswith(lacks)})
+    assert "docs/source-pytorch/model/manual_optimization.rst" in excludes  # the series carries upstream's docs
 
     proc = subprocess.run(
-        ["git", "-c", "user.name=Maintainer", "-c", "user.email=m@invalid", "am", *patches],
+        ["git", "-c", "user.name=Maintainer", "-c", "user.email=m@invalid", "am",
+         *(f"--exclude={path}" for path in excludes), *(str(p.path) for p in patches)],
         cwd=clone, capture_output=True, text=True, check=False,
     )  # fmt: skip
 
@@ -77,3 +83,25 @@ def test_main_job_passes_on_the_default_torch():
     assert "result:    OK" in proc.stdout
     assert " 0 failed" in proc.stdout
     assert "  coverage:  changed lines: " in proc.stdout
+
+
+FORWARD = WS.patches / "master"
+
+
+def test_forward_series_is_pinned_to_a_full_upstream_commit():
+    pin = load_pin(FORWARD / "base.toml")
+
+    assert len(pin.commit) == 40
+    assert not pin.has_sdist
+
+
+@pytest.mark.parametrize("patch", read_series(FORWARD / "series"), ids=lambda p: p.name[:4])
+def test_every_forward_patch_has_dep3_trailers_and_a_changelog_entry(patch):
+    trailers = dict(patch.trailers)
+    assert trailers.get("Forwarded") == "no"
+    assert "Upstream-Status" not in trailers
+    assert all(value.startswith("https://") for key, value in patch.trailers if key == "Bug")
+    touched = [c.path for c in patch.changes]
+    for package in ("pytorch", "fabric"):
+        if any(p.startswith(f"src/lightning/{package}/") and p.endswith(".py") for p in touched):
+            assert f"src/lightning/{package}/CHANGELOG.md" in touched, f"{patch.name} has no CHANGELOG entry"

@@ -51,6 +51,11 @@ class BaseTree:
 
 def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
     """The base built from the pinned sdist: the same commit id on every machine."""
+    if not pin.has_sdist:
+        raise SeriesError(
+            f"this series is pinned to upstream commit {pin.commit[:12]}, which no sdist ships; pass --checkout PATH "
+            "(an upstream clone that has it) or --git"
+        )
     tree = ws.trees / f"sdist-{pin.version}"
     if _usable(tree, pin.base_commit):
         return BaseTree(tree, "sdist")
@@ -117,25 +122,47 @@ def checkout_base(ws: Workspace, pin: Pin, checkout: Path, force_base: bool, log
     if not gitcmd.is_clean(checkout):
         raise SeriesError(f"--checkout {checkout} has uncommitted changes; commit or stash them first")
     head = out("rev-parse", "HEAD", cwd=checkout)
-    tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=checkout, check=False)
-    tag_commit = tagged.stdout.strip()
-    if head != tag_commit and not force_base:
-        where = f"tag {pin.tag} is {tag_commit[:12]}" if tag_commit else f"it has no tag {pin.tag}"
-        raise SeriesError(
-            f"--checkout {checkout} is at {head[:12]}, but {where}; check out {pin.tag} or pass --force-base"
-        )
+    if pin.commit:  # a series against an upstream commit: use that commit of the clone, wherever HEAD is
+        head = head if force_base else _pinned_commit(checkout, pin.commit)
+    else:
+        tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=checkout, check=False)
+        tag_commit = tagged.stdout.strip()
+        if head != tag_commit and not force_base:
+            where = f"tag {pin.tag} is {tag_commit[:12]}" if tag_commit else f"it has no tag {pin.tag}"
+            raise SeriesError(
+                f"--checkout {checkout} is at {head[:12]}, but {where}; check out {pin.tag} or pass --force-base"
+            )
     tree = ws.trees / f"checkout-{hashlib.sha256(str(checkout).encode()).hexdigest()[:8]}"
     if _usable(tree, head):
         return BaseTree(tree, "checkout")
     if _is_repository(tree):
-        _move_base(tree, str(checkout), "HEAD", head, log)
+        _move_base(tree, str(checkout), head, head, log)
         return BaseTree(tree, "checkout")
     log(f"cloning {checkout} at {head[:12]} (shared, read-only for the original)")
     return _clone(tree, str(checkout), ["--shared", "--no-checkout"], head, "checkout")
 
 
+def _pinned_commit(checkout: Path, commit: str) -> str:
+    if git("cat-file", "-e", f"{commit}^{{commit}}", cwd=checkout, check=False).returncode != 0:
+        raise SeriesError(
+            f"--checkout {checkout} does not have the pinned commit {commit[:12]}; fetch it (git fetch origin), or "
+            "pass --force-base to use the clone's HEAD instead"
+        )
+    return commit
+
+
 def git_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
-    """A shallow clone of upstream at the pinned tag."""
+    """A shallow clone of upstream at the pinned tag (or a partial clone at the pinned commit)."""
+    if pin.commit:
+        tree = ws.trees / f"git-{pin.commit[:12]}"
+        if _is_repository(tree) and _usable(tree, pin.commit):
+            return BaseTree(tree, "git")
+        log(f"cloning {pin.git_url} at {pin.commit[:12]}")
+        options = ["--filter=blob:none", "--no-checkout"]
+        try:
+            return _clone(tree, pin.git_url, options, pin.commit, "git")
+        except SeriesError as exc:
+            raise SeriesError(f"cannot clone {pin.git_url} (is GitHub reachable from here?): {exc}") from None
     tree = ws.trees / f"git-{pin.tag}"
     if _is_repository(tree):
         if not _usable(tree, ""):

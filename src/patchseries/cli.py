@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -15,7 +15,9 @@ from patchseries.environment import DEFAULT_TORCH, parse_torch_version
 from patchseries.errors import SeriesError
 from patchseries.lock import workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace
+from patchseries.pin import load_pin
 from patchseries.progress import make_log
+from patchseries.series import read_series
 from patchseries.wheels import check_python, running_python
 
 if TYPE_CHECKING:
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from patchseries.series import Patch
 
 PROG_ENV = "PATCHSERIES_PROG"  # how the scripts name the main job in its help and errors
+FORWARD_DIR = "master"  # the forward series for upstream's default branch, beside the release series' patches
 SIGPIPE_STATUS = 141  # what a shell reports for a program that stopped writing into a closed pipe (`| head`)
 DESCRIPTION = """\
 Apply the patch series in patches/ to the pinned PyTorch Lightning release, test it, and maintain it.
@@ -140,7 +143,6 @@ def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
 
 def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.export import export_series
-    from patchseries.pin import load_pin
 
     tree = (args.tree or _default_tree(ws)).resolve()
     if not (tree / ".git").exists():
@@ -156,18 +158,35 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import pipeline
     from patchseries.base import sdist_base
-    from patchseries.export import drift_report
 
     log = make_log()
     pin, patches = pipeline.load(ws)
     if args.onto:
         return _check_onto(args, pin, patches)
-    if args.checkout is not None:  # upstream's tag has every file a patch touches: check every hunk
+    status = _drift(args, ws.patches, pin, patches, lambda: sdist_base(ws, pin, log).path)
+    forward_dir = ws.patches / FORWARD_DIR
+    if (forward_dir / "series").is_file():  # a release series with its forward series: check both
+        forward_pin, forward_patches = load_pin(forward_dir / "base.toml"), read_series(forward_dir / "series")
+        print(f"{FORWARD_DIR}/ (onto {forward_pin.commit[:12]}):")
+        status = max(status, _drift(args, forward_dir, forward_pin, forward_patches, None))
+    return status
+
+
+def _drift(
+    args: argparse.Namespace, patches_dir: Path, pin: Pin, patches: list[Patch], sdist: Callable[[], Path] | None
+) -> int:
+    from patchseries.export import drift_report
+
+    if args.checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
         if not (args.checkout / ".git").exists():
             raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
-        report = drift_report(args.checkout.resolve(), patches, ws.patches, base=f"refs/tags/{pin.tag}")
+        ref = pin.commit or f"refs/tags/{pin.tag}"
+        report = drift_report(args.checkout.resolve(), patches, patches_dir, base=ref)
+    elif sdist is None or not pin.has_sdist:
+        print(f"not checked: {len(patches)} patches pinned to upstream commit {pin.where[:12]}; pass --checkout PATH")
+        return 0
     else:
-        report = drift_report(sdist_base(ws, pin, log).path, patches, ws.patches, lacks=pin.sdist_lacks)
+        report = drift_report(sdist(), patches, patches_dir, lacks=pin.sdist_lacks)
     for problem in report.problems:
         print(f"drift: {problem}")
     if report.problems:
@@ -180,6 +199,29 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
             f"{', '.join(name[:4] for name in report.unchecked)}; `check --checkout PATH` (an upstream clone at "
             f"tag {pin.tag}) checks those hunks too"
         )
+    return 0
+
+
+def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
+    from patchseries import pipeline
+    from patchseries.forward import forward_series
+
+    release_pin, release_patches = pipeline.load(ws)
+    target_dir = args.to or ws.patches / FORWARD_DIR
+    target = load_pin(target_dir / "base.toml")
+    if not target.commit:
+        raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')
+    if not (args.checkout / ".git").exists():
+        raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
+    results = forward_series(args.checkout.resolve(), release_pin, release_patches, target, target_dir)
+    width = max(len(r.patch) for r in results)
+    for result in results:
+        detail = f" ({result.detail})" if result.detail else ""
+        print(f"{result.patch:<{width}}  {result.status}{detail}")
+    if any(r.status == "conflicts" for r in results):
+        print(f"error: conflicts; {target_dir} was left as it was", file=sys.stderr)
+        return 1
+    print(f"written: {target_dir} ({sum(r.status == 'forwarded' for r in results)} patches onto {target.commit[:12]})")
     return 0
 
 
@@ -217,7 +259,7 @@ def _check_onto(args: argparse.Namespace, pin: Pin, patches: list[Patch]) -> int
 
     if args.checkout is None:
         raise SeriesError("check --onto needs --checkout PATH, an upstream clone that has the ref")
-    standings = check_onto(args.checkout.resolve(), args.onto, pin.tag, patches)
+    standings = check_onto(args.checkout.resolve(), args.onto, pin.where, patches)
     width = max(len(s.patch) for s in standings)
     for standing in standings:
         detail = f" ({standing.detail})" if standing.detail else ""
@@ -226,12 +268,10 @@ def _check_onto(args: argparse.Namespace, pin: Pin, patches: list[Patch]) -> int
 
 
 def cmd_status(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries.series import read_series
-
     for patch in read_series(ws.series_file):
         trailers = dict(patch.trailers)
         print(f"{patch.name}\n  {patch.subject}")
-        for key in ("Upstream-Status", "Origin", "Bug"):
+        for key in ("Upstream-Status", "Forwarded", "Origin", "Bug"):
             print(f"  {key + ':':<17}{trailers.get(key, 'MISSING')}")
     return 0
 
@@ -245,8 +285,6 @@ def _choice(args: argparse.Namespace) -> BaseChoice:
 
 
 def _default_tree(ws: Workspace) -> Path:
-    from patchseries.pin import load_pin
-
     return ws.trees / f"sdist-{load_pin(ws.pin_file).version}"
 
 
@@ -308,6 +346,15 @@ def _parser() -> argparse.ArgumentParser:
         "--onto, whose pinned tag is the base of a drift check that covers the hunks for docs/ and upstream tests/ too",
     )  # fmt: skip
     check.set_defaults(handler=cmd_check)
+    forward = sub.add_parser(
+        "forward", parents=[common], help=f"regenerate the forward series ({FORWARD_DIR}/) onto its pinned commit"
+    )
+    forward.add_argument(
+        "--checkout", type=_directory, metavar="PATH", required=True, help="an upstream clone with the release's tag "
+        "and the forward series' pinned commit",
+    )  # fmt: skip
+    forward.add_argument("--to", type=_directory, metavar="DIR", help=f"the forward series (default: {FORWARD_DIR}/)")
+    forward.set_defaults(handler=cmd_forward)
     status = sub.add_parser("status", parents=[common], help="list each patch's upstream status trailers")
     status.set_defaults(handler=cmd_status)
     matrix = sub.add_parser("matrix", parents=[common], help="the series' tests before/after, per torch version")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch]) -> li
     """Report each patch against ``ref`` of the repository ``upstream``; ``since`` bounds the patch-id search."""
     if git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=upstream, check=False).returncode != 0:
         raise SeriesError(f"{upstream} has no ref {ref!r}; fetch it first or pass another --onto")
-    upstream_ids = _patch_ids(upstream, since, ref)
+    upstream_ids = upstream_patch_ids(upstream, since, ref, sorted({c.path for p in patches for c in p.changes}))
     standings = []
     with tempfile.TemporaryDirectory(prefix="patchseries-onto-") as tmp:
         scratch = Path(tmp) / "tree"
@@ -48,14 +49,22 @@ def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch]) -> li
     return standings
 
 
-def _standing(repo: Path, patch: Patch, upstream_ids: dict[str, str]) -> Standing:
+def already_upstream(repo: Path, patch: Patch, upstream_ids: dict[str, str]) -> str:
+    """Why ``repo``'s checked-out tree already has ``patch``'s changes, or ``""`` if it does not."""
     patch_id = _patch_id_of_file(patch.path)
     if patch_id in upstream_ids:
-        return Standing(patch.name, "already upstream", f"same patch id as {upstream_ids[patch_id][:12]}")
+        return f"same patch id as {upstream_ids[patch_id][:12]}"
     code_changes = [c for c in patch.changes if not c.path.endswith("CHANGELOG.md")]
     reverse = git("apply", "--check", "--reverse", _CHANGELOGS, patch.path, cwd=repo, check=False)
     if code_changes and reverse.returncode == 0:
-        return Standing(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
+        return "changes present, CHANGELOG entries aside"
+    return ""
+
+
+def _standing(repo: Path, patch: Patch, upstream_ids: dict[str, str]) -> Standing:
+    present = already_upstream(repo, patch, upstream_ids)
+    if present:
+        return Standing(patch.name, "already upstream", present)
     proc = git("am", "--3way", patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode == 0:
         return Standing(patch.name, "applies cleanly")
@@ -64,11 +73,15 @@ def _standing(repo: Path, patch: Patch, upstream_ids: dict[str, str]) -> Standin
     return Standing(patch.name, "conflicts", ", ".join(files) or _last_line(proc))
 
 
-def _patch_ids(repo: Path, since: str, ref: str) -> dict[str, str]:
-    """``{patch id: commit}`` for the commits in ``since..ref``."""
+def upstream_patch_ids(repo: Path, since: str, ref: str, paths: Sequence[str] = ()) -> dict[str, str]:
+    """``{patch id: commit}`` for the commits in ``since..ref``, their diffs limited to ``paths`` if given.
+
+    Limiting the diffs to the files the series touches keeps the log small on a long-lived branch, and matches an
+    upstream commit that made the same change alongside changes to other files.
+    """
     if git("rev-parse", "--verify", "--quiet", since, cwd=repo, check=False).returncode != 0:
         return {}
-    log = git("log", "-p", "--no-merges", f"{since}..{ref}", cwd=repo).stdout
+    log = git("log", "-p", "--no-merges", f"{since}..{ref}", "--", *paths, cwd=repo).stdout
     ids = subprocess.run(["git", "patch-id", "--stable"], input=log, capture_output=True, text=True, check=True)
     return {line.split()[0]: line.split()[1] for line in ids.stdout.splitlines() if line.strip()}
 

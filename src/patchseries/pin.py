@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
+
+_FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -28,10 +31,20 @@ class Pin:
     release_date: str
     base_commit: str
     sdist_lacks: tuple[str, ...]
+    commit: str = ""  # a series against an upstream commit (the forward series for master) pins it here, no sdist
 
     @property
     def sdist_filename(self) -> str:
         return self.sdist_url.rsplit("/", 1)[-1]
+
+    @property
+    def has_sdist(self) -> bool:
+        return bool(self.sdist_url)
+
+    @property
+    def where(self) -> str:
+        """The pinned upstream ref: a tag, or a commit for a series against an unreleased branch."""
+        return self.commit or self.tag
 
 
 def load_pin(path: Path) -> Pin:
@@ -43,7 +56,17 @@ def load_pin(path: Path) -> Pin:
     except tomllib.TOMLDecodeError as exc:
         raise SeriesError(f"pin file {path} is not valid TOML: {exc}") from None
     try:
-        base, sdist = data["base"], data["sdist"]
+        base = data["base"]
+        commit = str(base.get("commit", ""))
+        if commit:  # pinned to an upstream commit: there is no release, so no sdist and no tag
+            if not _FULL_COMMIT.fullmatch(commit):
+                raise SeriesError(f"pin file {path}: commit must be a full 40-hex commit id, not {commit!r}")
+            return Pin(
+                name=str(base["name"]), version=str(base["version"]), tag=str(base.get("tag", "")),
+                git_url=str(base["git_url"]), release_date=str(base.get("release_date", "")), sdist_url="",
+                sdist_sha256="", sdist_root="", base_commit=commit, sdist_lacks=(), commit=commit,
+            )  # fmt: skip
+        sdist = data["sdist"]
         return Pin(
             name=str(base["name"]),
             version=str(base["version"]),

@@ -9,6 +9,7 @@ from patchseries import base as base_sources
 from patchseries.apply import ApplyResult, apply_series
 from patchseries.base import BASE_BRANCH, BaseTree
 from patchseries.changed_lines import ChangedLines, measure_tree
+from patchseries.docs import DOCS_REQUIREMENTS, changed_pages, run_docs_gate
 from patchseries.environment import ensure_environment
 from patchseries.harness import series_test_files, write_harness
 from patchseries.paths import Workspace
@@ -103,6 +104,8 @@ def run_main_job(
     upstream_checkout = prepared.base.has_upstream_tests
     log(f"stage 4/5: environment with torch {torch}")
     extra = requirement_args(ws, tree) if upstream_checkout else ()
+    if upstream_checkout and changed_pages(tree):
+        extra += DOCS_REQUIREMENTS
     env = ensure_environment(ws, tree, torch, log, installer=installer, extra=extra)
     tests = series_test_files(prepared.patches)
     sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
@@ -117,6 +120,8 @@ def run_main_job(
     upstream = []
     if upstream_checkout:
         upstream = [run_upstream_tests(ws, env, tree, log), *run_static_gates(ws, env, tree, log)]
+        docs = run_docs_gate(ws, env, tree, log)
+        upstream += [docs] if docs else []
     return JobResult(prepared, torch, outcome, upstream, changed, changed_report)
 
 

@@ -1,0 +1,176 @@
+"""`forward`: regenerate the forward series (``patches/master/``) from the release series, onto an upstream commit.
+
+Each patch of the release series is tried in order on a scratch clone at the forward series' pinned commit:
+
+- a patch whose changes the target already has (the upstream commits it backports) is reported and not carried;
+- every other patch is re-applied with ``git am --3way``, without its CHANGELOG hunks, which never apply across
+  releases; its CHANGELOG entries are then re-placed under the same heading (``### Fixed``, ...) of the target's
+  unreleased section, and its trailers become DEP-3 style (``Forwarded: no``, ``Bug:`` only as a URL);
+- a patch that conflicts is reported with its files and left out; later patches are still tried, and nothing is
+  written, so that the forward series never silently lacks a change of the release series.
+
+The entries' headings are read from the release series itself: the clone has the release's tag, the release series is
+applied there first, and each entry is looked up in the CHANGELOG as that patch left it.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchseries.apply import abort_am, failed_files
+from patchseries.errors import SeriesError
+from patchseries.export import export_series
+from patchseries.gitcmd import TOOL_IDENTITY, git, out
+from patchseries.onto import already_upstream, upstream_patch_ids
+from patchseries.pin import Pin
+from patchseries.series import Patch
+
+_CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
+_INDEX = re.compile(r"^index [0-9a-f]+\.\.([0-9a-f]+)")
+_UNRELEASED = re.compile(r"^## \[unreleased\]", re.IGNORECASE)
+_URL = re.compile(r"^https?://\S+$")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A CHANGELOG entry a patch adds: the file, its heading (``### Fixed``) and the entry's text."""
+
+    changelog: str
+    heading: str
+    text: str
+
+
+@dataclass
+class Forwarded:
+    """What happened to one patch of the release series."""
+
+    patch: str
+    status: str  # "already upstream", "forwarded" or "conflicts"
+    detail: str = ""
+    entries: list[Entry] = field(default_factory=list)
+
+
+def forward_series(
+    upstream: Path, release: Pin, release_patches: list[Patch], target: Pin, out_dir: Path
+) -> list[Forwarded]:
+    """Write the forward series of ``release_patches`` onto ``target.commit`` of ``upstream`` into ``out_dir``."""
+    for ref, what in ((f"refs/tags/{release.tag}", f"the release's tag {release.tag}"), (target.commit, "the target")):
+        if git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=upstream, check=False).returncode != 0:
+            raise SeriesError(f"{upstream} lacks {what} ({ref}); fetch it (git fetch origin --tags) and re-run")
+    results: list[Forwarded] = []
+    with tempfile.TemporaryDirectory(prefix="patchseries-forward-") as tmp:
+        scratch = Path(tmp) / "tree"
+        git("clone", "--quiet", "--shared", "--no-checkout", upstream, scratch)
+        entries = _entries_by_patch(scratch, release.tag, release_patches)
+        git("checkout", "--quiet", "-b", "forward", target.commit, cwd=scratch)
+        git("branch", "--quiet", "forward-base", target.commit, cwd=scratch)
+        paths = sorted({change.path for patch in release_patches for change in patch.changes})
+        upstream_ids = upstream_patch_ids(scratch, release.tag, target.commit, paths)
+        for patch in release_patches:
+            results.append(_forward_one(scratch, patch, entries[patch.name], upstream_ids))
+        if any(r.status == "conflicts" for r in results):
+            return results  # nothing is written: a forward series with a hole would not be the release series
+        if not any(r.status == "forwarded" for r in results):
+            raise SeriesError(f"no patch of the series is left to forward onto {target.commit[:12]}")
+        export_series(scratch, out_dir, branch="forward", base="forward-base")
+    return results
+
+
+def _forward_one(repo: Path, patch: Patch, entries: list[Entry], upstream_ids: dict[str, str]) -> Forwarded:
+    present = already_upstream(repo, patch, upstream_ids)
+    if present:
+        return Forwarded(patch.name, "already upstream", present)
+    changelogs = [f"--exclude={c.path}" for c in patch.changes if _CHANGELOG.search(c.path)]
+    proc = git("am", "--3way", *changelogs, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
+    if proc.returncode != 0:
+        files = failed_files(repo, proc)
+        abort_am(repo)
+        return Forwarded(patch.name, "conflicts", ", ".join(files) or "see `git am` output")
+    for entry in entries:
+        _add_entry(repo / entry.changelog, entry)
+        git("add", entry.changelog, cwd=repo)
+    message = forward_message(out("log", "-1", "--format=%B", cwd=repo))
+    git("commit", "--quiet", "--amend", "--no-verify", "-m", message, cwd=repo, env=TOOL_IDENTITY)
+    return Forwarded(patch.name, "forwarded", entries=entries)
+
+
+def forward_message(message: str) -> str:
+    """The release patch's message with DEP-3 trailers: ``Forwarded: no`` for ``Upstream-Status:``, and ``Bug:``
+    kept only when it is a URL (a reviewer needs the link, a free-text reason stays in the body)."""
+    lines = []
+    for line in message.rstrip("\n").splitlines():
+        key, _, value = line.partition(": ")
+        if key == "Upstream-Status":
+            lines.append("Forwarded: no")
+        elif key == "Bug" and not _URL.match(value.strip()):
+            continue
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _entries_by_patch(repo: Path, tag: str, patches: list[Patch]) -> dict[str, list[Entry]]:
+    """Apply the release series at ``tag`` and read each patch's CHANGELOG entries with their headings."""
+    git("checkout", "--quiet", "--detach", f"refs/tags/{tag}", cwd=repo)
+    found: dict[str, list[Entry]] = {}
+    for patch in patches:
+        proc = git("am", "--quiet", patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
+        if proc.returncode != 0:
+            abort_am(repo)
+            raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `patchseries check` first")
+        found[patch.name] = _entries(repo, patch)
+    return found
+
+
+def _entries(repo: Path, patch: Patch) -> list[Entry]:
+    entries = []
+    for changelog, blob, added in _changelog_hunks(patch.path.read_text()):
+        after = out("cat-file", "-p", blob, cwd=repo).splitlines()
+        for text in added:
+            entries.append(Entry(changelog, _heading_of(after, text), text))
+    return entries
+
+
+def _changelog_hunks(text: str) -> list[tuple[str, str, list[str]]]:
+    """``(path, post-image blob, added entry lines)`` for each CHANGELOG a patch file changes."""
+    result = []
+    for section in re.split(r"(?m)^(?=diff --git )", text)[1:]:
+        lines = section.splitlines()
+        path = lines[0].split(" b/", 1)[-1]
+        if not _CHANGELOG.search(path):
+            continue
+        blob = next((m.group(1) for line in lines[1:4] if (m := _INDEX.match(line))), "")
+        added = [line[1:] for line in lines if line.startswith("+- ")]
+        result.append((path, blob, added))
+    return result
+
+
+def _heading_of(lines: list[str], entry: str) -> str:
+    index = lines.index(entry)
+    return next((line for line in reversed(lines[:index]) if line.startswith("### ")), "### Changed")
+
+
+def _add_entry(changelog: Path, entry: Entry) -> None:
+    """Append ``entry`` to its heading in the unreleased section, replacing a ``-`` placeholder, adding the heading
+    if the section lacks it."""
+    lines = changelog.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if _UNRELEASED.match(line)), None)
+    if start is None:
+        raise SeriesError(f"{changelog.name} has no '## [unreleased]' section to add an entry to")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    heading = next((i for i in range(start + 1, end) if lines[i].strip() == entry.heading), None)
+    if heading is None:
+        lines[start + 1 : start + 1] = ["", entry.heading, "", entry.text]
+        changelog.write_text("\n".join(lines) + "\n")
+        return
+    stop = next((i for i in range(heading + 1, end) if lines[i].startswith(("### ", "---"))), end)
+    items = [i for i in range(heading + 1, stop) if lines[i].startswith("-")]
+    if [lines[i].strip() for i in items] == ["-"]:
+        lines[items[0]] = entry.text
+    else:
+        last = items[-1] if items else heading
+        lines[last + 1 : last + 1] = ["", entry.text]
+    changelog.write_text("\n".join(lines) + "\n")
