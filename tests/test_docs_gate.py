@@ -51,8 +51,8 @@ def test_only_warnings_the_series_adds_are_new(tmp_path):
 
     assert result is not None
     assert result.checked == 1
-    # the same warning twice is one finding; its line moved, and the base has it: pre-existing, not new
-    assert result.new == []
+    # the base's warning moved a line down: pre-existing, not new; the second broken directive is new
+    assert result.new == ['docs/source-x/guide.rst: WARNING: Unknown directive type "bogus".']
     assert result.pre_existing == ['docs/source-x/guide.rst: WARNING: Unknown directive type "bogus".']
 
 
@@ -74,3 +74,18 @@ def test_a_series_without_docs_changes_has_no_docs_gate(tmp_path):
 
     assert changed_pages(tree) == []
     assert run_docs_gate(Workspace(tmp_path / "p", tmp_path / "w"), _fake_env(tmp_path), tree, quiet) is None
+
+
+def test_an_index_page_a_page_directly_under_docs_and_uncommitted_edits_are_checked(tmp_path):
+    tree = _tree(tmp_path)
+    commit(tree, {"docs/source-x/index.rst": "Index\n=====\n\n.. bogus::\n", "docs/top.rst": "Top\n===\n"}, "pages")
+    (tree / "docs/top.rst").write_text("Top\n===\n\n.. bogus::\n")  # not committed: still what the job tests
+    ws = Workspace(patches=tmp_path / "patches", workdir=tmp_path / "work")
+
+    result = run_docs_gate(ws, _fake_env(tmp_path), tree, quiet)
+
+    assert result is not None
+    assert result.new == [
+        'docs/source-x/index.rst: WARNING: Unknown directive type "bogus".',
+        'docs/top.rst: WARNING: Unknown directive type "bogus".',
+    ]

@@ -174,3 +174,30 @@ def test_check_command_names_what_the_sdist_could_not_check_and_checkout_checks_
     assert "not checked" not in on_upstream.stdout
     git(upstream_series, "tag", "-d", "1.0")
     assert "has no 'refs/tags/1.0'" in synthetic.run("check", "--checkout", str(upstream_series)).stderr
+
+
+def test_export_from_the_sdist_tree_refuses_to_drop_a_docs_only_patch_or_a_reworded_one(synthetic, upstream_series):
+    commit(upstream_series, {DOCS: "Fakelib\n\nSee ``answer()``.\n"}, "Reword the docs")
+    export_series(upstream_series, synthetic.ws.patches, branch="series")
+    patches = sorted(synthetic.ws.patches.glob("*.patch"))
+    # what `apply` leaves on the sdist tree: 0003 without its docs hunk, 0004 (docs only) skipped, 0003 reworded
+    git(synthetic.tree, "am", "-q", f"--exclude={DOCS}", str(patches[2]))
+    git(synthetic.tree, "commit", "-q", "--amend", "-m", "Document the answer, reworded")
+
+    with pytest.raises(SeriesError, match=r"0003-Add-a-docstring-and-document-it.patch's hunks for docs/index.rst; "
+                       r"0004-Reword-the-docs.patch's hunks for docs/index.rst"):  # fmt: skip
+        export_series(synthetic.tree, synthetic.ws.patches, branch="series", lacks=LACKS)
+
+    assert sorted(synthetic.ws.patches.glob("*.patch")) == patches
+
+
+def test_a_skipped_docs_only_patch_does_not_hide_a_misnumbered_series(synthetic, upstream_series):
+    commit(upstream_series, {DOCS: "Fakelib\n\nSee ``answer()``.\n"}, "Reword the docs")
+    commit(upstream_series, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    export_series(upstream_series, synthetic.ws.patches, branch="series")
+    bumped = synthetic.ws.patches / "0005-Bump-the-version.patch"
+    bumped.rename(synthetic.ws.patches / "0009-Bump-the-version.patch")
+    series = synthetic.ws.series_file
+    series.write_text(series.read_text().replace("0005-Bump", "0009-Bump"))
+
+    assert any("patch numbers differ" in p for p in _report(synthetic, synthetic.tree).problems)

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from conftest import cli, commit, git
+from patchseries.errors import SeriesError
 from patchseries.export import drift_report
-from patchseries.forward import forward_message
+from patchseries.forward import Entry, _add_entry, _changelog_hunks, forward_message
+from patchseries.pin import load_pin
 from patchseries.series import read_series
 
 MASTER_CHANGELOG = (
@@ -120,3 +122,98 @@ def test_a_series_pinned_to_a_commit_refuses_the_sdist_and_applies_on_a_checkout
     assert "--checkout PATH" in on_sdist.stderr
     assert on_checkout.returncode == 0, on_checkout.stdout + on_checkout.stderr
     assert "applied 0002-Fix-the-version.patch" in on_checkout.stdout + on_checkout.stderr
+
+
+def test_forward_message_maps_a_submission_to_its_url_and_keeps_a_free_text_bug_in_the_body():
+    message = (
+        "Fix it\n\nBody.\n\nUpstream-Status: Submitted [https://x.invalid/pull/7]\n"
+        "Bug: https://x.invalid/1 https://x.invalid/2\n"
+    )
+    assert forward_message(message) == (
+        "Fix it\n\nBody.\n\nForwarded: https://x.invalid/pull/7\nBug: https://x.invalid/1\nBug: https://x.invalid/2\n"
+    )
+    free = forward_message("Fix it\n\nBody.\n\nUpstream-Status: Pending\nBug: none filed upstream; found by a test\n")
+    assert free == "Fix it\n\nBody.\n\nUpstream bug report: none filed upstream; found by a test.\n\nForwarded: no\n"
+
+
+ENTRY_PATCH = (
+    "diff --git a/src/fakelib/CHANGELOG.md b/src/fakelib/CHANGELOG.md\n"
+    "index 1111111..2222222 100644\n"
+    "--- a/src/fakelib/CHANGELOG.md\n"
+    "+++ b/src/fakelib/CHANGELOG.md\n"
+    "@@ -5,3 +5,7 @@\n"
+    " ### Fixed\n"
+    " \n"  # a context line: the blank line under the heading
+    "+- Fixed the version\n"
+    "+  * for wheels too\n"
+    "+\n"
+    "+- Fixed the answer\n"
+    " ---\n"
+)
+
+
+def test_an_entry_keeps_its_continuation_lines():
+    ((path, blob, entries),) = _changelog_hunks(ENTRY_PATCH)
+
+    assert (path, blob) == ("src/fakelib/CHANGELOG.md", "2222222")
+    assert entries == ["- Fixed the version\n  * for wheels too", "- Fixed the answer"]
+
+
+def _changelog(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "CHANGELOG.md"
+    path.write_text(text)
+    return path
+
+
+def test_an_entry_goes_after_the_last_entry_block_of_its_heading(tmp_path):
+    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed a\n  * detail of a\n\n---\n\n## [1.0]\n")
+
+    assert _add_entry(path, Entry(path.name, "### Fixed", "- Fixed b\n  * detail of b"))
+
+    assert path.read_text() == (
+        "## [unreleased]\n\n### Fixed\n\n- Fixed a\n  * detail of a\n\n- Fixed b\n  * detail of b\n\n---\n\n## [1.0]\n"
+    )
+    assert not _add_entry(path, Entry(path.name, "### Fixed", "- Fixed b\n  * detail of b"))  # already there
+
+
+def test_a_missing_heading_is_added_in_keep_a_changelog_order(tmp_path):
+    path = _changelog(tmp_path, "## [unreleased]\n\n### Added\n\n- Added x\n\n### Fixed\n\n- Fixed y\n\n## [1.0]\n")
+
+    _add_entry(path, Entry(path.name, "### Changed", "- Changed z"))
+
+    assert path.read_text() == (
+        "## [unreleased]\n\n### Added\n\n- Added x\n\n### Changed\n\n- Changed z\n\n"
+        "### Fixed\n\n- Fixed y\n\n## [1.0]\n"
+    )
+
+
+def test_a_target_without_the_changelog_or_its_unreleased_section_is_refused(tmp_path):
+    with pytest.raises(SeriesError, match="the target has no"):
+        _add_entry(tmp_path / "missing.md", Entry("missing.md", "### Fixed", "- Fixed"))
+    path = _changelog(tmp_path, "## [1.0]\n\n### Fixed\n\n- Fixed y\n")
+    with pytest.raises(SeriesError, match=r"no '## \[unreleased\]' section"):
+        _add_entry(path, Entry(path.name, "### Fixed", "- Fixed z"))
+
+
+def test_a_commit_pin_needs_a_full_commit_id(tmp_path):
+    pin = tmp_path / "base.toml"
+    pin.write_text(
+        '[base]\nname = "x"\nversion = "master"\ngit_url = "https://git.invalid/x.git"\ncommit = "7f0c343"\n'
+    )
+
+    with pytest.raises(SeriesError, match="full 40-hex commit id"):
+        load_pin(pin)
+
+
+def test_a_checkout_without_the_pinned_commit_is_refused_and_force_base_uses_head(synthetic, master):
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+    forward = ("--patches", str(synthetic.ws.patches / "master"), "--workdir", str(synthetic.ws.workdir))
+    toml = synthetic.ws.patches / "master" / "base.toml"
+    toml.write_text(toml.read_text().split("commit = ")[0] + f'commit = "{"0" * 40}"\n')
+
+    missing = cli("apply", *forward, "--checkout", str(master))
+    forced = cli("apply", *forward, "--checkout", str(master), "--force-base")
+
+    assert missing.returncode == 2
+    assert "does not have the pinned commit 000000000000" in missing.stderr
+    assert forced.returncode == 0, forced.stderr

@@ -155,7 +155,12 @@ def git_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
     """A shallow clone of upstream at the pinned tag (or a partial clone at the pinned commit)."""
     if pin.commit:
         tree = ws.trees / f"git-{pin.commit[:12]}"
-        if _is_repository(tree) and _usable(tree, pin.commit):
+        if _is_repository(tree):
+            if not _usable(tree, pin.commit):
+                raise SeriesError(
+                    f"{tree} has no branch {BASE_BRANCH} at {pin.commit[:12]}; restore it (git -C {tree} branch -f "
+                    f"{BASE_BRANCH} {pin.commit}), or move the tree away (it may hold your work) and re-run"
+                )
             return BaseTree(tree, "git")
         log(f"cloning {pin.git_url} at {pin.commit[:12]}")
         options = ["--filter=blob:none", "--no-checkout"]

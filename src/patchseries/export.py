@@ -88,20 +88,18 @@ def export_series(
 
 
 def _dropped_hunks(repo: Path, base: str, patches_dir: Path, exported: list[Path], lacks: tuple[str, ...]) -> list[str]:
-    """``"<patch>'s hunks for <paths>"`` for each committed patch whose re-export lost files ``base`` of ``repo`` lacks.
+    """``"<patch>'s hunks for <paths>"`` for each committed patch that changes files ``base`` of ``repo`` lacks.
 
-    Patches are matched by subject; a reworded patch is not compared.
+    A tree whose base lacks those files (the sdist tree) never had those hunks, so nothing it exports can carry them:
+    the whole committed series is compared, not patch by patch, so that a reworded subject or a patch that changes
+    only such files (which applying skipped) cannot hide a loss. A lacked file the export changes (it added it) is
+    not lost.
     """
     if not lacks or not (patches_dir / "series").is_file():
         return []
-    committed = {p.subject: p for p in read_series(patches_dir / "series")}
+    kept = {change.path for path in exported for change in parse_patch(path).changes}
     dropped = []
-    for path in exported:
-        fresh = parse_patch(path)
-        old = committed.get(fresh.subject)
-        if old is None:
-            continue
-        kept = {change.path for change in fresh.changes}
+    for old in read_series(patches_dir / "series"):
         lost = [
             p for p in old.touched_existing if p.startswith(lacks) and p not in kept and not has_path(repo, p, base)
         ]
@@ -162,16 +160,16 @@ def drift_report(
         exported = Path(tmp) / "exported"
         exported.mkdir()
         export_series(scratch, exported, branch="drift-check", base="drift-base")
-        report.problems += _differences(applied, patches_dir, exported, report.unchecked, renumbered=applied != patches)
+        report.problems += _differences(patches, applied, patches_dir, exported, report.unchecked)
     return report
 
 
 def _differences(
-    applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]], renumbered: bool
+    patches: list[Patch], applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]]
 ) -> list[str]:
     committed = [p.name for p in applied]
     fresh = sorted(p.name for p in exported.glob("*.patch"))
-    # a patch that touches only paths this base lacks was left out, so the numbers of later ones moved
+    renumbered = applied != patches  # a patch that changes only files this base lacks was skipped: numbers moved
     strip = 5 if renumbered else 0
     if [c[strip:] for c in committed] != [f[strip:] for f in fresh]:
         return [f"patch names differ from a fresh export: {committed} vs {fresh}"]
@@ -181,7 +179,12 @@ def _differences(
         left_out = unchecked.get(name)
         if (_comparable(old, left_out) != _comparable(new, [])) if left_out else old != new:
             problems.append(f"{name} differs from a fresh export; re-export it with `patchseries export`")
-    if not renumbered and (patches_dir / "series").read_text() != (exported / "series").read_text():
+    if renumbered:  # the fresh series lacks the skipped patches: check the committed one's form instead
+        numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]
+        expected = SERIES_HEADER + "".join(f"{p.name}\n" for p in patches)
+        if [p.name[:5] for p in patches] != numbered or (patches_dir / "series").read_text() != expected:
+            problems.append("series file or patch numbers differ from what export writes; re-export")
+    elif (patches_dir / "series").read_text() != (exported / "series").read_text():
         problems.append("series file differs from a fresh export; re-export with `patchseries export`")
     return problems
 

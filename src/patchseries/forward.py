@@ -31,7 +31,9 @@ from patchseries.series import Patch
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 _INDEX = re.compile(r"^index [0-9a-f]+\.\.([0-9a-f]+)")
 _UNRELEASED = re.compile(r"^## \[unreleased\]", re.IGNORECASE)
-_URL = re.compile(r"^https?://\S+$")
+_URLS = re.compile(r"https?://[^\s\]\[]+")
+# Keep a Changelog's order of the headings of a release section
+_HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")
 
 
 @dataclass(frozen=True)
@@ -90,26 +92,37 @@ def _forward_one(repo: Path, patch: Patch, entries: list[Entry], upstream_ids: d
         abort_am(repo)
         return Forwarded(patch.name, "conflicts", ", ".join(files) or "see `git am` output")
     for entry in entries:
-        _add_entry(repo / entry.changelog, entry)
-        git("add", entry.changelog, cwd=repo)
+        if _add_entry(repo / entry.changelog, entry):
+            git("add", entry.changelog, cwd=repo)
+    if not out("diff", "--cached", "--name-only", "HEAD~1", cwd=repo):  # only entries, and the target has them
+        git("reset", "--quiet", "--hard", "HEAD~1", cwd=repo)
+        return Forwarded(patch.name, "already upstream", "its CHANGELOG entries are there")
     message = forward_message(out("log", "-1", "--format=%B", cwd=repo))
     git("commit", "--quiet", "--amend", "--no-verify", "-m", message, cwd=repo, env=TOOL_IDENTITY)
     return Forwarded(patch.name, "forwarded", entries=entries)
 
 
 def forward_message(message: str) -> str:
-    """The release patch's message with DEP-3 trailers: ``Forwarded: no`` for ``Upstream-Status:``, and ``Bug:``
-    kept only when it is a URL (a reviewer needs the link, a free-text reason stays in the body)."""
-    lines = []
-    for line in message.rstrip("\n").splitlines():
+    """The release patch's message with DEP-3 trailers.
+
+    ``Upstream-Status:`` becomes ``Forwarded:`` (the URL of a submitted patch, else ``no``); ``Bug:`` keeps one URL
+    per line, and a free-text ``Bug:`` (DEP-3 wants a URL there) moves into the body as a sentence.
+    """
+    paragraphs = message.strip("\n").split("\n\n")
+    trailers, notes = [], []
+    for line in paragraphs[-1].splitlines():
         key, _, value = line.partition(": ")
+        urls = _URLS.findall(value)
         if key == "Upstream-Status":
-            lines.append("Forwarded: no")
-        elif key == "Bug" and not _URL.match(value.strip()):
-            continue
+            trailers.append(f"Forwarded: {urls[0] if urls else 'no'}")
+        elif key == "Bug" and urls:
+            trailers += [f"Bug: {url}" for url in urls]
+        elif key == "Bug":
+            notes.append(f"Upstream bug report: {value.strip()}.")
         else:
-            lines.append(line)
-    return "\n".join(lines) + "\n"
+            trailers.append(line)
+    body = paragraphs[:-1] + (["\n".join(notes)] if notes else [])
+    return "\n\n".join([*body, "\n".join(trailers)]) + "\n"
 
 
 def _entries_by_patch(repo: Path, tag: str, patches: list[Patch]) -> dict[str, list[Entry]]:
@@ -135,7 +148,10 @@ def _entries(repo: Path, patch: Patch) -> list[Entry]:
 
 
 def _changelog_hunks(text: str) -> list[tuple[str, str, list[str]]]:
-    """``(path, post-image blob, added entry lines)`` for each CHANGELOG a patch file changes."""
+    """``(path, post-image blob, added entries)`` for each CHANGELOG a patch file changes.
+
+    An entry is an added ``- `` line and the added, indented lines that continue it (sub-bullets, wrapped text).
+    """
     result = []
     for section in re.split(r"(?m)^(?=diff --git )", text)[1:]:
         lines = section.splitlines()
@@ -143,34 +159,59 @@ def _changelog_hunks(text: str) -> list[tuple[str, str, list[str]]]:
         if not _CHANGELOG.search(path):
             continue
         blob = next((m.group(1) for line in lines[1:4] if (m := _INDEX.match(line))), "")
-        added = [line[1:] for line in lines if line.startswith("+- ")]
-        result.append((path, blob, added))
+        entries: list[list[str]] = []
+        current: list[str] | None = None
+        for line in lines:
+            if line.startswith("+- "):
+                current = [line[1:]]
+                entries.append(current)
+            elif current is not None and line.startswith("+ ") and line[1:].strip():
+                current.append(line[1:])
+            else:
+                current = None
+        result.append((path, blob, ["\n".join(entry) for entry in entries]))
     return result
 
 
 def _heading_of(lines: list[str], entry: str) -> str:
-    index = lines.index(entry)
+    index = lines.index(entry.splitlines()[0])
     return next((line for line in reversed(lines[:index]) if line.startswith("### ")), "### Changed")
 
 
-def _add_entry(changelog: Path, entry: Entry) -> None:
-    """Append ``entry`` to its heading in the unreleased section, replacing a ``-`` placeholder, adding the heading
-    if the section lacks it."""
+def _add_entry(changelog: Path, entry: Entry) -> bool:
+    """Add ``entry`` at the end of its heading in the unreleased section (replacing a ``-`` placeholder, adding the
+    heading in Keep a Changelog's order if the section lacks it); False if the section already has the entry."""
+    if not changelog.is_file():
+        raise SeriesError(f"the target has no {changelog.name} at {entry.changelog} to add the series' entries to")
     lines = changelog.read_text().splitlines()
     start = next((i for i, line in enumerate(lines) if _UNRELEASED.match(line)), None)
     if start is None:
-        raise SeriesError(f"{changelog.name} has no '## [unreleased]' section to add an entry to")
+        raise SeriesError(f"{entry.changelog} has no '## [unreleased]' section to add an entry to")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    end = next((i for i in range(start + 1, end) if lines[i].startswith("---")), end)
+    block = entry.text.splitlines()
+    if block[0] in lines[start:end]:
+        return False
     heading = next((i for i in range(start + 1, end) if lines[i].strip() == entry.heading), None)
     if heading is None:
-        lines[start + 1 : start + 1] = ["", entry.heading, "", entry.text]
-        changelog.write_text("\n".join(lines) + "\n")
-        return
-    stop = next((i for i in range(heading + 1, end) if lines[i].startswith(("### ", "---"))), end)
-    items = [i for i in range(heading + 1, stop) if lines[i].startswith("-")]
-    if [lines[i].strip() for i in items] == ["-"]:
-        lines[items[0]] = entry.text
+        later = _HEADINGS[_HEADINGS.index(entry.heading) + 1 :] if entry.heading in _HEADINGS else ()
+        where = next((i for i in range(start + 1, end) if lines[i].strip() in later), None)
+        if where is None:
+            where = _after_last_text(lines, start, end) + 1
+            lines[where:where] = ["", entry.heading, "", *block]
+        else:
+            lines[where:where] = [entry.heading, "", *block, ""]
     else:
-        last = items[-1] if items else heading
-        lines[last + 1 : last + 1] = ["", entry.text]
+        stop = next((i for i in range(heading + 1, end) if lines[i].startswith("### ")), end)
+        texts = [i for i in range(heading + 1, stop) if lines[i].strip()]
+        if [lines[i].strip() for i in texts] == ["-"]:
+            lines[texts[0] : texts[0] + 1] = block
+        else:
+            last = texts[-1] if texts else heading
+            lines[last + 1 : last + 1] = ["", *block]
     changelog.write_text("\n".join(lines) + "\n")
+    return True
+
+
+def _after_last_text(lines: list[str], start: int, end: int) -> int:
+    return next((i for i in range(end - 1, start, -1) if lines[i].strip()), start)
