@@ -152,7 +152,7 @@ def _pinned_commit(checkout: Path, commit: str) -> str:
 
 
 def git_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
-    """A shallow clone of upstream at the pinned tag (or a partial clone at the pinned commit)."""
+    """A shallow clone of upstream at the pinned tag (or a full clone at the pinned commit)."""
     if pin.commit:
         tree = ws.trees / f"git-{pin.commit[:12]}"
         if _is_repository(tree):
@@ -163,9 +163,8 @@ def git_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
                 )
             return BaseTree(tree, "git")
         log(f"cloning {pin.git_url} at {pin.commit[:12]}")
-        options = ["--filter=blob:none", "--no-checkout"]
-        try:
-            return _clone(tree, pin.git_url, options, pin.commit, "git")
+        try:  # a full clone: an unreleased commit cannot be fetched shallowly by name from every host
+            return _clone(tree, pin.git_url, ["--no-checkout"], pin.commit, "git")
         except SeriesError as exc:
             raise SeriesError(f"cannot clone {pin.git_url} (is GitHub reachable from here?): {exc}") from None
     tree = ws.trees / f"git-{pin.tag}"
