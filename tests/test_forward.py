@@ -156,7 +156,8 @@ def test_an_entry_keeps_its_continuation_lines():
     ((path, blob, entries),) = _changelog_hunks(ENTRY_PATCH)
 
     assert (path, blob) == ("src/fakelib/CHANGELOG.md", "2222222")
-    assert entries == ["- Fixed the version\n  * for wheels too", "- Fixed the answer"]
+    # post-image line indexes: the hunk starts at line 5 (index 4); "### Fixed", "", then the entries
+    assert entries == [(6, "- Fixed the version\n  * for wheels too"), (9, "- Fixed the answer")]
 
 
 def _changelog(tmp_path: Path, text: str) -> Path:

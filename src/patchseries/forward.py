@@ -29,6 +29,7 @@ from patchseries.pin import Pin
 from patchseries.series import Patch
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 _INDEX = re.compile(r"^index [0-9a-f]+\.\.([0-9a-f]+)")
 _UNRELEASED = re.compile(r"^## \[unreleased\]", re.IGNORECASE)
 _URLS = re.compile(r"https?://[^\s\]\[]+")
@@ -142,15 +143,16 @@ def _entries(repo: Path, patch: Patch) -> list[Entry]:
     entries = []
     for changelog, blob, added in _changelog_hunks(patch.path.read_text()):
         after = out("cat-file", "-p", blob, cwd=repo).splitlines()
-        for text in added:
-            entries.append(Entry(changelog, _heading_of(after, text), text))
+        for line_number, text in added:
+            entries.append(Entry(changelog, _heading_above(after, line_number), text))
     return entries
 
 
-def _changelog_hunks(text: str) -> list[tuple[str, str, list[str]]]:
+def _changelog_hunks(text: str) -> list[tuple[str, str, list[tuple[int, str]]]]:
     """``(path, post-image blob, added entries)`` for each CHANGELOG a patch file changes.
 
-    An entry is an added ``- `` line and the added, indented lines that continue it (sub-bullets, wrapped text).
+    An entry is an added ``- `` line and the added, indented lines that continue it (sub-bullets, wrapped text), with
+    the index of its first line in the post-image, so that its heading is found even if its text occurs twice.
     """
     result = []
     for section in re.split(r"(?m)^(?=diff --git )", text)[1:]:
@@ -159,22 +161,27 @@ def _changelog_hunks(text: str) -> list[tuple[str, str, list[str]]]:
         if not _CHANGELOG.search(path):
             continue
         blob = next((m.group(1) for line in lines[1:4] if (m := _INDEX.match(line))), "")
-        entries: list[list[str]] = []
+        entries: list[tuple[int, list[str]]] = []
         current: list[str] | None = None
+        new_line = 0  # index of the next post-image line
         for line in lines:
+            if hunk := _HUNK.match(line):
+                new_line, current = int(hunk.group(1)) - 1, None
+                continue
             if line.startswith("+- "):
                 current = [line[1:]]
-                entries.append(current)
+                entries.append((new_line, current))
             elif current is not None and line.startswith("+ ") and line[1:].strip():
                 current.append(line[1:])
             else:
                 current = None
-        result.append((path, blob, ["\n".join(entry) for entry in entries]))
+            if line.startswith(("+", " ")) and not line.startswith("+++"):
+                new_line += 1
+        result.append((path, blob, [(index, "\n".join(entry)) for index, entry in entries]))
     return result
 
 
-def _heading_of(lines: list[str], entry: str) -> str:
-    index = lines.index(entry.splitlines()[0])
+def _heading_above(lines: list[str], index: int) -> str:
     return next((line for line in reversed(lines[:index]) if line.startswith("### ")), "### Changed")
 
 
