@@ -218,3 +218,12 @@ def test_a_checkout_without_the_pinned_commit_is_refused_and_force_base_uses_hea
     assert missing.returncode == 2
     assert "does not have the pinned commit 000000000000" in missing.stderr
     assert forced.returncode == 0, forced.stderr
+
+
+def test_a_crlf_changelog_keeps_its_line_endings(tmp_path):
+    path = tmp_path / "CHANGELOG.md"
+    path.write_bytes(b"## [unreleased]\r\n\r\n### Fixed\r\n\r\n-\r\n\r\n## [1.0]\r\n")
+
+    _add_entry(path, Entry(path.name, "### Fixed", "- Fixed z"))
+
+    assert path.read_bytes() == b"## [unreleased]\r\n\r\n### Fixed\r\n\r\n- Fixed z\r\n\r\n## [1.0]\r\n"

@@ -190,7 +190,9 @@ def _add_entry(changelog: Path, entry: Entry) -> bool:
     heading in Keep a Changelog's order if the section lacks it); False if the section already has the entry."""
     if not changelog.is_file():
         raise SeriesError(f"the target has no {changelog.name} at {entry.changelog} to add the series' entries to")
-    lines = changelog.read_text().splitlines()
+    text = changelog.read_bytes().decode()
+    newline = "\r\n" if "\r\n" in text else "\n"  # keep the file's line endings: the diff is the entry alone
+    lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if _UNRELEASED.match(line)), None)
     if start is None:
         raise SeriesError(f"{entry.changelog} has no '## [unreleased]' section to add an entry to")
@@ -216,7 +218,7 @@ def _add_entry(changelog: Path, entry: Entry) -> bool:
         else:
             last = texts[-1] if texts else heading
             lines[last + 1 : last + 1] = ["", *block]
-    changelog.write_text("\n".join(lines) + "\n")
+    changelog.write_bytes((newline.join(lines) + newline).encode())
     return True
 
 
