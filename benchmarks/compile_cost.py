@@ -51,24 +51,16 @@ README_END = "<!-- compile-cost:end -->"
 def measure(backend: str, style: str, steps: int, keep_out: list[str], clip: bool) -> dict[str, Any]:
     import lightning.pytorch as pl
     import torch
-    from torch import nn
+    from toggle_cost import GAN as ToggleCostGAN  # the same networks and losses as the toggle-cost benchmark
     from torch._dynamo.backends.registry import lookup_backend
     from torch._dynamo.utils import counters
     from torch.utils.data import DataLoader, TensorDataset
 
     _keep_out_of_dynamo(keep_out)
 
-    class GAN(pl.LightningModule):
+    class GAN(ToggleCostGAN):
         def __init__(self) -> None:
-            super().__init__()
-            self.automatic_optimization = False
-            self.generator = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
-            self.discriminator = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1))
-
-        def _loss(self, generator_phase: bool, inputs: torch.Tensor) -> torch.Tensor:
-            if generator_phase:
-                return self.discriminator(self.generator(inputs)).mean()
-            return self.discriminator(inputs).pow(2).mean()
+            super().__init__(variant="none")
 
         def _phase(self, optimizer: Any, generator_phase: bool, inputs: torch.Tensor) -> None:
             if style == "with":
@@ -84,11 +76,6 @@ def measure(backend: str, style: str, steps: int, keep_out: list[str], clip: boo
                 self.clip_gradients(optimizer, gradient_clip_val=0.5, gradient_clip_algorithm="norm")
             optimizer.step()
             self.untoggle_optimizer(optimizer)
-
-        def training_step(self, batch: Any, batch_idx: int) -> None:
-            generator_opt, discriminator_opt = self.optimizers()
-            self._phase(generator_opt, True, batch[0])
-            self._phase(discriminator_opt, False, batch[0])
 
         def configure_optimizers(self) -> list:
             return [
