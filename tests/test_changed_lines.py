@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import commit
+from conftest import commit, git
 from patchseries.changed_lines import (
     JSON_NAME,
     ChangedLines,
@@ -153,3 +153,16 @@ def test_synthetic_series_measured_with_a_real_coverage_report(synthetic, tmp_pa
     # `def unused():` runs at import; its body does not; blank lines are not executable
     assert result.files == {"src/fakelib/core.py": FileLines({2, 5}, {6: "    return 0"})}
     assert result.line() == "2/3 covered (66.7%)"
+
+
+def test_added_lines_of_a_file_with_a_space_in_its_name(tmp_path):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    git(tree, "init", "-q")
+    commit(tree, {"src/pkg/my mod.py": "a = 1\n"}, "base")
+    commit(tree, {"src/pkg/my mod.py": "a = 1\nb = 2\n"}, "change")
+
+    diff = git(tree, "diff", "-U0", "HEAD~1", "HEAD")
+
+    assert "+++ b/src/pkg/my mod.py\t" in diff  # git ends the line with a tab for such a name
+    assert parse_added_lines(diff) == {"src/pkg/my mod.py": {2: "b = 2"}}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import git
+from conftest import commit, git
 from patchseries.errors import SeriesError
-from patchseries.series import fingerprint, read_series
+from patchseries.series import diff_paths, fingerprint, parse_patch, read_series
 
 
 def test_reads_series_in_order_with_changes_and_trailers(synthetic):
@@ -84,3 +84,33 @@ def test_empty_series_is_refused_before_any_work(synthetic, tmp_path):
     assert proc.stderr.splitlines()[-1].startswith(f"error: {synthetic.ws.series_file} lists no patches")
     assert "stage 2/5" not in proc.stderr
     assert git(synthetic.tree, "rev-parse", "series") == series_before
+
+
+@pytest.mark.parametrize(
+    ("line", "paths"),
+    [
+        ("diff --git a/src/pkg/mod.py b/src/pkg/mod.py", ("src/pkg/mod.py", "src/pkg/mod.py")),
+        ("diff --git a/docs/my page.rst b/docs/my page.rst", ("docs/my page.rst", "docs/my page.rst")),
+        ("diff --git a/a b b/a b", ("a b", "a b")),
+        ('diff --git "a/caf\\303\\251 \\"x\\".py" "b/caf\\303\\251 \\"x\\".py"', ('café "x".py', 'café "x".py')),
+        ("diff --git a/old.py b/new.py", ("old.py", "new.py")),
+        ("diff --git a/x y b/z w", None),
+        ("not a diff header", None),
+    ],
+)
+def test_diff_header_paths_with_spaces_and_quoting(line, paths):
+    assert diff_paths(line) == paths
+
+
+def test_patch_of_files_with_spaces_and_non_ascii_names(tmp_path):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    git(tree, "init", "-q")
+    commit(tree, {"src/my module.py": "x = 1\n", "docs/café.rst": "Title\n"}, "base")
+    commit(tree, {"src/my module.py": "x = 2\n", "docs/café.rst": "Title\n=====\n", "tests/test a.py": "\n"}, "change")
+    git(tree, "format-patch", "-q", "-1", "-o", str(tmp_path / "out"))
+
+    patch = parse_patch(next((tmp_path / "out").glob("*.patch")))
+
+    assert patch.touched_existing == ["docs/café.rst", "src/my module.py"]
+    assert patch.new_files == ["tests/test a.py"]

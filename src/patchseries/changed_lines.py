@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from patchseries.gitcmd import git
+from patchseries.series import diff_paths
 
 REPORT_NAME = "changed-lines.txt"
 JSON_NAME = "changed-lines.json"
@@ -109,11 +110,10 @@ def parse_added_lines(diff: str, prefix: str = "src/") -> dict[str, dict[int, st
     number, in_header = 0, False
     for line in diff.splitlines():
         if line.startswith("diff --git "):
-            current, in_header = None, True
-        elif in_header and line.startswith("+++ "):
-            path = line[4:]
-            keep = path.startswith("b/") and path[2:].startswith(prefix) and path.endswith(".py")
-            current = added.setdefault(path[2:], {}) if keep else None
+            paths = diff_paths(line)
+            path = paths[1] if paths else ""  # from the header: a "+++" line ends with a tab when the path has a space
+            keep = path.startswith(prefix) and path.endswith(".py")
+            current, in_header = (added.setdefault(path, {}) if keep else None), True
         elif line.startswith("@@"):
             match = _HUNK.match(line)
             number, in_header = (int(match.group(1)) if match else 0), False

@@ -12,7 +12,7 @@ from patchseries.base import BASE_BRANCH
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, git, has_path, out, uncommitted_files
 from patchseries.paths import partial_path, remove
-from patchseries.series import Patch, parse_patch, read_series
+from patchseries.series import Patch, diff_paths, parse_patch, read_series
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (
@@ -31,7 +31,6 @@ FORMAT_PATCH_OPTIONS = (
     "--no-add-header",
 )
 _FORMAT_CONFIG = ("-c", "format.useAutoBase=false")
-_DIFF_PATH = re.compile(r"diff --git a/(\S+) b/")
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
@@ -200,5 +199,5 @@ def _comparable(text: str, left_out: list[str]) -> tuple[str, list[str]]:
 
 
 def _diff_path(section: str) -> str:
-    match = _DIFF_PATH.match(section)
-    return match.group(1) if match else ""
+    paths = diff_paths(section.split("\n", 1)[0])
+    return paths[0] if paths else ""

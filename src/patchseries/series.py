@@ -10,7 +10,9 @@ from pathlib import Path
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
 
-_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+_QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
+_DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _SUBJECT = re.compile(r"^Subject: (?:\[[^\]]*\] )?(.*)$")
 _TRAILER = re.compile(r"^([A-Z][A-Za-z-]+): (.+)$")
 
@@ -83,8 +85,8 @@ def parse_patch(path: Path) -> Patch:
     subject = _subject(lines)
     changes: list[FileChange] = []
     for index, line in enumerate(lines):
-        header = _DIFF_HEADER.match(line)
-        if not header:
+        header = diff_paths(line)
+        if header is None:
             continue
         following = lines[index + 1 : index + 3]
         kind = "modified"
@@ -92,7 +94,7 @@ def parse_patch(path: Path) -> Patch:
             kind = "new"
         elif any(f.startswith("deleted file mode") for f in following):
             kind = "deleted"
-        changes.append(FileChange(path=header.group(2) if kind != "deleted" else header.group(1), kind=kind))
+        changes.append(FileChange(path=header[1] if kind != "deleted" else header[0], kind=kind))
     if subject is None or not changes:
         raise SeriesError(f"{path.name} is not a git format-patch file (no Subject: header or no diff)")
     check = git("apply", "--numstat", path, check=False)
@@ -100,6 +102,50 @@ def parse_patch(path: Path) -> Patch:
         reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
         raise SeriesError(f"{path.name} is malformed: {reason}")
     return Patch(path=path, subject=subject, changes=tuple(changes), trailers=tuple(_trailers(lines)))
+
+
+def diff_paths(line: str) -> tuple[str, str] | None:
+    """The old and new path of a ``diff --git`` header line, or ``None`` if ``line`` is not one.
+
+    Git writes a path with a space as it is (``diff --git a/my file.py b/my file.py``), so the two halves are told
+    apart by being equal, as they are for every change but a rename (which the series' export never writes). A path
+    with a quote, a backslash, a control or a non-ASCII character is C-quoted (``"a/caf\\303\\251.py"``).
+    """
+    if not line.startswith("diff --git "):
+        return None
+    rest = line[len("diff --git ") :]
+    quoted = _QUOTED_PAIR.match(rest)
+    if quoted:
+        old, new = (_unquote(part) for part in quoted.groups())
+    else:
+        half = (len(rest) - 1) // 2
+        old, new = rest[:half], rest[half + 1 :]
+        if rest[half : half + 1] != " " or old[2:] != new[2:]:
+            different = _DIFFERENT_PATHS.match(rest)  # a rename written by another tool: paths without spaces
+            if different is None:
+                return None
+            old, new = different.groups()
+    if not (old.startswith("a/") and new.startswith("b/")):
+        return None
+    return old[2:], new[2:]
+
+
+def _unquote(text: str) -> str:
+    """Undo git's C-style quoting of a path: backslash escapes, and octal escapes for the bytes of UTF-8."""
+    data = bytearray()
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char != "\\":
+            data += char.encode()
+            index += 1
+        elif text[index + 1 : index + 2].isdigit():
+            data.append(int(text[index + 1 : index + 4], 8))
+            index += 4
+        else:
+            data.append(_C_ESCAPES.get(text[index + 1 : index + 2], ord(text[index + 1 : index + 2] or "\\")))
+            index += 2
+    return data.decode("utf-8", errors="replace")
 
 
 def fingerprint(patches: list[Patch]) -> str:
