@@ -6,7 +6,7 @@ import pytest
 
 from conftest import commit, git
 from patchseries.errors import SeriesError
-from patchseries.series import diff_paths, fingerprint, parse_patch, read_series
+from patchseries.series import diff_paths, file_sections, fingerprint, parse_patch, read_series
 
 
 def test_reads_series_in_order_with_changes_and_trailers(synthetic):
@@ -114,3 +114,16 @@ def test_patch_of_files_with_spaces_and_non_ascii_names(tmp_path):
 
     assert patch.touched_existing == ["docs/café.rst", "src/my module.py"]
     assert patch.new_files == ["tests/test a.py"]
+
+
+def test_file_sections_split_a_patch_at_each_diff_header_only():
+    patch = (
+        "Subject: [PATCH] x\n\nA message line that mentions diff --git a/x b/x mid-line.\n---\n a | 1 +\n"
+        "diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+y\n"
+        "diff --git a/b c b/b c\n--- a/b c\n+++ b/b c\n@@ -1 +1 @@\n-x\n+diff --git a/z b/z\n"
+    )
+
+    sections = file_sections(patch)
+
+    assert [diff_paths(section.split("\n", 1)[0]) for section in sections] == [("a", "a"), ("b c", "b c")]
+    assert sections[1].endswith("+diff --git a/z b/z\n")

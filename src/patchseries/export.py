@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from patchseries.base import BASE_BRANCH
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, git, has_path, out, uncommitted_files
 from patchseries.paths import partial_path, remove
-from patchseries.series import Patch, diff_paths, parse_patch, read_series
+from patchseries.series import Patch, diff_paths, file_sections, parse_patch, read_series
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (
@@ -194,7 +193,7 @@ def _comparable(text: str, left_out: list[str]) -> tuple[str, list[str]]:
     The diffstat is dropped: it counts the left-out files too.
     """
     head, _, rest = text.partition("\n---\n")
-    sections = re.split(r"(?m)^(?=diff --git )", rest)[1:]
+    sections = file_sections(rest)
     return head, [section for section in sections if _diff_path(section) not in left_out]
 
 

@@ -26,7 +26,7 @@ from patchseries.export import export_series
 from patchseries.gitcmd import TOOL_IDENTITY, git, out
 from patchseries.onto import already_upstream, upstream_patch_ids
 from patchseries.pin import Pin
-from patchseries.series import Patch, diff_paths
+from patchseries.series import Patch, diff_paths, file_sections
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
@@ -155,7 +155,7 @@ def _changelog_hunks(text: str) -> list[tuple[str, str, list[tuple[int, str]]]]:
     the index of its first line in the post-image, so that its heading is found even if its text occurs twice.
     """
     result = []
-    for section in re.split(r"(?m)^(?=diff --git )", text)[1:]:
+    for section in file_sections(text):
         lines = section.splitlines()
         path = (diff_paths(lines[0]) or ("", ""))[1]
         if not _CHANGELOG.search(path):

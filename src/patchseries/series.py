@@ -10,6 +10,7 @@ from pathlib import Path
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
 
+_FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
 _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
@@ -128,6 +129,12 @@ def diff_paths(line: str) -> tuple[str, str] | None:
     if not (old.startswith("a/") and new.startswith("b/")):
         return None
     return old[2:], new[2:]
+
+
+def file_sections(diff: str) -> list[str]:
+    """The per-file sections of a patch's diff, each from its ``diff --git`` line to the next (text before the first,
+    such as a message and a diffstat, is dropped)."""
+    return _FILE_SECTION_START.split(diff)[1:]
 
 
 def _unquote(text: str) -> str:
