@@ -64,7 +64,7 @@ def measure(
     import lightning.pytorch as pl
     import torch
     from toggle_cost import GAN as ToggleCostGAN  # the same networks and losses as the toggle-cost benchmark
-    from torch._dynamo.backends.registry import lookup_backend
+    from toggle_cost import Counting
     from torch._dynamo.utils import counters
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -105,20 +105,9 @@ def measure(
         def on_train_batch_end(self, *_: Any) -> None:
             self.ends.append(time.perf_counter())
             if len(self.ends) == WARMUP_STEPS:
-                self.graphs_at_warmup = graphs[0]
+                self.graphs_at_warmup = counting.graphs
 
-        def warmup_s(self) -> float:
-            return _warmup_s(self.start, self.ends)
-
-        def steady_ms(self) -> float:
-            return _steady_ms(self.ends)
-
-    graphs = [0]
-    inner = lookup_backend(backend)
-
-    def counting_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
-        graphs[0] += 1
-        return inner(gm, example_inputs)
+    counting = Counting(backend)
 
     def fit(compiled: bool) -> tuple[GAN, StepClock]:
         torch.manual_seed(0)
@@ -129,25 +118,25 @@ def measure(
             accelerator="cpu", max_epochs=1, limit_train_batches=steps, logger=False, enable_checkpointing=False,
             enable_progress_bar=False, enable_model_summary=False, callbacks=[clock],
         )  # fmt: skip
-        trainer.fit(torch.compile(module, backend=counting_backend) if compiled else module, data)
+        trainer.fit(torch.compile(module, backend=counting) if compiled else module, data)
         return module, clock
 
     eager, eager_clock = fit(compiled=False)
     torch._dynamo.reset()
     counters.clear()
     compiled, compiled_clock = fit(compiled=True)
+    outcome = _outcome(
+        counters, counting.graphs, compiled_clock.graphs_at_warmup, (eager, eager_clock.ends),
+        (compiled, compiled_clock.start, compiled_clock.ends),
+    )  # fmt: skip
     return {
-        "torch": torch.__version__.split("+")[0],
         "lightning": pl.__version__,
         "backend": backend,
         "style": style,
         "keep_out": keep_out,
         "depth": depth,
         "fused": fused,
-        "warmup_s": round(compiled_clock.warmup_s(), 2),
-        "eager_ms": round(eager_clock.steady_ms(), 2),
-        "compiled_ms": round(compiled_clock.steady_ms(), 2),
-        **_dynamo_counts(counters, graphs[0], compiled_clock.graphs_at_warmup, eager, compiled),
+        **outcome,
     }
 
 
@@ -156,17 +145,11 @@ def measure_plain(backend: str, design: str, steps: int, depth: int = 1, fused: 
     with ``requires_grad_`` as Lightning's ``toggle_optimizer`` does. ``design`` is ``model`` (compile the loss
     computation, step eagerly) or ``step`` (compile the whole step, optimizer update included)."""
     import torch
-    from toggle_cost import GAN
-    from torch._dynamo.backends.registry import lookup_backend
+    from toggle_cost import GAN, Counting
     from torch._dynamo.utils import counters
     from torch.utils.data import DataLoader, TensorDataset
 
-    graphs = [0]
-    inner = lookup_backend(backend)
-
-    def counting_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
-        graphs[0] += 1
-        return inner(gm, example_inputs)
+    counting = Counting(backend)
 
     def train(compiled: bool) -> tuple[GAN, float, list[float], int]:
         torch.manual_seed(0)
@@ -178,7 +161,7 @@ def measure_plain(backend: str, design: str, steps: int, depth: int = 1, fused: 
         optimizers = _adams(module, fused)
         loss = module._loss
         if compiled and design == "model":
-            loss = torch.compile(module._loss, backend=counting_backend)
+            loss = torch.compile(module._loss, backend=counting)
 
         def phase(optimizer: torch.optim.Optimizer, generator_phase: bool, inputs: torch.Tensor) -> None:
             frozen = [
@@ -197,32 +180,21 @@ def measure_plain(backend: str, design: str, steps: int, depth: int = 1, fused: 
             phase(optimizers[1], False, inputs)
 
         if compiled and design == "step":
-            step = torch.compile(step, backend=counting_backend)
+            step = torch.compile(step, backend=counting)
         start, ends, graphs_at_warmup = time.perf_counter(), [], 0
         for (inputs,) in batches:
             step(inputs)
             ends.append(time.perf_counter())
             if len(ends) == WARMUP_STEPS:
-                graphs_at_warmup = graphs[0]
+                graphs_at_warmup = counting.graphs
         return module, start, ends, graphs_at_warmup
 
     eager, _, eager_ends, _ = train(compiled=False)
     torch._dynamo.reset()
     counters.clear()
     compiled, start, ends, graphs_at_warmup = train(compiled=True)
-    result = _dynamo_counts(counters, graphs[0], graphs_at_warmup, eager, compiled)
-    return {
-        "torch": torch.__version__.split("+")[0],
-        "lightning": None,
-        "backend": backend,
-        "plain": design,
-        "depth": depth,
-        "fused": fused,
-        "warmup_s": round(_warmup_s(start, ends), 2),
-        "eager_ms": round(_steady_ms(eager_ends), 2),
-        "compiled_ms": round(_steady_ms(ends), 2),
-        **result,
-    }
+    outcome = _outcome(counters, counting.graphs, graphs_at_warmup, (eager, eager_ends), (compiled, start, ends))
+    return {"lightning": None, "backend": backend, "plain": design, "depth": depth, "fused": fused, **outcome}
 
 
 def _deepen(module: Any, depth: int) -> None:
@@ -250,27 +222,41 @@ def _adams(module: Any, fused: bool) -> list[Any]:
     ]
 
 
-def _warmup_s(start: float, ends: list[float]) -> float:
-    return ends[WARMUP_STEPS - 1] - start
-
-
 def _steady_ms(ends: list[float]) -> float:
     durations = [b - a for a, b in zip(ends[WARMUP_STEPS - 1 : -1], ends[WARMUP_STEPS:], strict=True)]
     return 1000 * statistics.median(durations)
 
 
-def _dynamo_counts(counters: Any, graphs: int, graphs_at_warmup: int, eager: Any, compiled: Any) -> dict[str, Any]:
-    """Graphs, breaks by reason and recompiles of the compiled run, and its largest parameter difference to eager."""
+def _outcome(
+    counters: Any,
+    graphs: int,
+    graphs_at_warmup: int,
+    eager: tuple[Any, list[float]],
+    compiled: tuple[Any, float, list[float]],
+) -> dict[str, Any]:
+    """What both measurements report: warm-up and step times, Dynamo's counts and the parameter difference.
+
+    ``eager`` is the eagerly trained module and its step end times; ``compiled`` the compiled one, its start time and
+    its step end times.
+    """
+    import torch
+
+    eager_module, eager_ends = eager
+    compiled_module, start, ends = compiled
     breaks: Counter[str] = Counter()
     for reason, count in counters["graph_break"].items():
         breaks[_short_reason(reason)] += count
-    difference = max((a - b).abs().max().item() for a, b in zip(eager.parameters(), compiled.parameters(), strict=True))
+    pairs = zip(eager_module.parameters(), compiled_module.parameters(), strict=True)
     return {
+        "torch": torch.__version__.split("+")[0],
+        "warmup_s": round(ends[WARMUP_STEPS - 1] - start, 2),
+        "eager_ms": round(_steady_ms(eager_ends), 2),
+        "compiled_ms": round(_steady_ms(ends), 2),
         "graphs": graphs,
         "graph_breaks": sum(breaks.values()),
         "break_reasons": breaks.most_common(),
         "recompiles": graphs - graphs_at_warmup,
-        "max_parameter_difference": difference,
+        "max_parameter_difference": max((a - b).abs().max().item() for a, b in pairs),
     }
 
 
