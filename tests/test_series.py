@@ -6,7 +6,7 @@ import pytest
 
 from conftest import commit, git
 from patchseries.errors import SeriesError
-from patchseries.series import diff_paths, file_sections, fingerprint, parse_patch, read_series
+from patchseries.series import diff_paths, file_sections, fingerprint, parse_patch, read_series, section_path
 
 
 def test_reads_series_in_order_with_changes_and_trailers(synthetic):
@@ -125,5 +125,5 @@ def test_file_sections_split_a_patch_at_each_diff_header_only():
 
     sections = file_sections(patch)
 
-    assert [diff_paths(section.split("\n", 1)[0]) for section in sections] == [("a", "a"), ("b c", "b c")]
+    assert [section_path(section) for section in sections] == ["a", "b c"]
     assert sections[1].endswith("+diff --git a/z b/z\n")

@@ -11,7 +11,7 @@ from patchseries.base import BASE_BRANCH
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, git, has_path, out, uncommitted_files
 from patchseries.paths import partial_path, remove
-from patchseries.series import Patch, diff_paths, file_sections, parse_patch, read_series
+from patchseries.series import Patch, file_sections, parse_patch, read_series, section_path
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (
@@ -194,9 +194,4 @@ def _comparable(text: str, left_out: list[str]) -> tuple[str, list[str]]:
     """
     head, _, rest = text.partition("\n---\n")
     sections = file_sections(rest)
-    return head, [section for section in sections if _diff_path(section) not in left_out]
-
-
-def _diff_path(section: str) -> str:
-    paths = diff_paths(section.split("\n", 1)[0])
-    return paths[0] if paths else ""
+    return head, [section for section in sections if section_path(section) not in left_out]

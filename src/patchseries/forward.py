@@ -26,7 +26,7 @@ from patchseries.export import export_series
 from patchseries.gitcmd import TOOL_IDENTITY, git, out
 from patchseries.onto import already_upstream, upstream_patch_ids
 from patchseries.pin import Pin
-from patchseries.series import Patch, diff_paths, file_sections
+from patchseries.series import Patch, file_sections, section_path
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
@@ -157,7 +157,7 @@ def _changelog_hunks(text: str) -> list[tuple[str, str, list[tuple[int, str]]]]:
     result = []
     for section in file_sections(text):
         lines = section.splitlines()
-        path = (diff_paths(lines[0]) or ("", ""))[1]
+        path = section_path(section)
         if not _CHANGELOG.search(path):
             continue
         blob = next((m.group(1) for line in lines[1:4] if (m := _INDEX.match(line))), "")

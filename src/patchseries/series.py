@@ -137,6 +137,13 @@ def file_sections(diff: str) -> list[str]:
     return _FILE_SECTION_START.split(diff)[1:]
 
 
+def section_path(section: str) -> str:
+    """The path a section of :func:`file_sections` changes (the new path of a rename), or ``""`` if its header is not
+    a ``diff --git`` line."""
+    paths = diff_paths(section.split("\n", 1)[0])
+    return paths[1] if paths else ""
+
+
 def _unquote(text: str) -> str:
     """Undo git's C-style quoting of a path: backslash escapes, and octal escapes for the bytes of UTF-8."""
     data = bytearray()
