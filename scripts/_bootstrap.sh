@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts: make (once) and use the tool's own virtual environment under .work/tool-env.
 # Only Python 3.10+, git and PyPI are needed. Everything in it comes from requirements/tool.lock (exact versions, sha256
 # hashes checked by pip), the tool itself is installed editable without dependencies and without build isolation (its
