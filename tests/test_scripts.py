@@ -1,7 +1,8 @@
-"""The project's own shell scripts: shellcheck-clean."""
+"""The project's own shell scripts: shellcheck-clean, and their errors are one `error:` line like the tool's."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -45,3 +46,19 @@ def test_shell_scripts_pass_shellcheck():
     )  # fmt: skip
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_python_that_does_not_exist_is_one_error_line(tmp_path):
+    env = {**os.environ, "PYTHON": "python3.99", "PATCHSERIES_TOOL_ENV": str(tmp_path / "tool-env")}
+
+    proc = subprocess.run(
+        ["bash", str(PROJECT_ROOT / "scripts" / "apply_and_test.sh"), "--help"],
+        capture_output=True, text=True, check=False, env=env,
+    )  # fmt: skip
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: PYTHON=python3.99 is not a command; set PYTHON to a Python 3.10+ interpreter (e.g. PYTHON=python3.11), "
+        "or unset it to use python3"
+    ]
+    assert not (tmp_path / "tool-env").exists()
