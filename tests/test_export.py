@@ -201,3 +201,102 @@ def test_a_skipped_docs_only_patch_does_not_hide_a_misnumbered_series(synthetic,
     series.write_text(series.read_text().replace("0005-Bump", "0009-Bump"))
 
     assert any("patch numbers differ" in p for p in _report(synthetic, synthetic.tree).problems)
+
+
+def test_export_keeps_a_patch_file_that_series_does_not_list_and_says_so(synthetic):
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    wip = synthetic.ws.patches / "0009-wip.patch"
+    wip.write_bytes(first.read_bytes())  # a contributor's work in progress, never exported
+    git(synthetic.tree, "reset", "-q", "--hard", "series~1")
+
+    proc = synthetic.run("export")
+
+    assert proc.returncode == 0, proc.stderr
+    assert wip.read_bytes() == first.read_bytes()
+    assert synthetic.ws.series_file.read_text().splitlines()[1:] == ["0001-Fix-the-answer.patch"]
+    assert not (synthetic.ws.patches / "0002-Add-a-CHANGELOG-entry.patch").exists()  # written by export: replaced
+    assert f"left 0009-wip.patch in {synthetic.ws.patches}: series does not list it" in proc.stdout
+
+
+def test_export_refuses_to_overwrite_a_patch_file_that_series_does_not_list(synthetic):
+    commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    mine = synthetic.ws.patches / "0003-Bump-the-version.patch"
+    mine.write_text("my own notes\n")
+    before = {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()}
+
+    with pytest.raises(SeriesError, match=r"export would overwrite 0003-Bump-the-version.patch, which series does not"):
+        export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+
+    assert {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()} == before
+
+
+def _snapshot(patches_dir):
+    """The series as a reader sees it: the series file and every patch file (the staging folder aside)."""
+    return {p.name: p.read_bytes() for p in patches_dir.iterdir() if p.is_file()}
+
+
+def _rework(tree):
+    """A new form of the synthetic series: 0001 reworded (a new name), 0002 as it was, a new 0003."""
+    git(tree, "checkout", "-q", "-B", "series", "base")
+    commit(tree, {"src/fakelib/core.py": "def answer():\n    return 42\n"}, "Fix the answer properly")
+    changelog = RELEASE_FILES["src/fakelib/CHANGELOG.md"].replace("-\n", "- Fixed the answer\n")
+    commit(tree, {"src/fakelib/CHANGELOG.md": changelog}, "Add a CHANGELOG entry\n\nUpstream-Status: Pending")
+    commit(tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+
+
+def test_an_export_interrupted_anywhere_leaves_the_old_series_or_the_new_one_and_a_re_run_completes_it(
+    synthetic, monkeypatch
+):
+    import os
+    import shutil
+    from pathlib import Path
+
+    patches = synthetic.ws.patches
+    old = _snapshot(patches)
+    _rework(synthetic.tree)
+    export_series(synthetic.tree, patches, branch="series")
+    new = _snapshot(patches)
+    assert old != new
+    for name, data in old.items():  # back to the old series
+        (patches / name).write_bytes(data)
+    for name in set(new) - set(old):
+        (patches / name).unlink()
+
+    steps = {"count": 0, "stop_at": 0}
+
+    def interrupting(real):
+        def step(*args, **kwargs):
+            steps["count"] += 1
+            if steps["count"] == steps["stop_at"]:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        return step
+
+    for name, real in (("replace", os.replace), ("rename", os.rename), ("unlink", os.unlink)):
+        monkeypatch.setattr(os, name, interrupting(real))
+    monkeypatch.setattr(shutil, "move", interrupting(shutil.move))
+    monkeypatch.setattr(Path, "unlink", interrupting(Path.unlink))
+    monkeypatch.setattr(Path, "write_text", interrupting(Path.write_text))
+    interrupted = 0
+    while True:
+        steps["count"], steps["stop_at"] = 0, steps["stop_at"] + 1
+        try:
+            export_series(synthetic.tree, patches, branch="series")
+        except KeyboardInterrupt:
+            interrupted += 1
+        else:
+            break
+        steps["stop_at"], saved = 0, steps["stop_at"]  # no interrupts while the series is read and restored
+        read_series(synthetic.ws.series_file)  # what `status`, `apply` and `test` read
+        state = _snapshot(patches)
+        assert state in (old, new), f"a mix after an interrupt at step {saved}: {sorted(state)}"
+        if state == new:
+            for name, data in old.items():
+                (patches / name).write_bytes(data)
+            for name in set(new) - set(old):
+                (patches / name).unlink()
+        steps["stop_at"] = saved
+    assert interrupted >= 3
+    assert _snapshot(patches) == new
+    assert sorted(p.name for p in patches.iterdir() if p.is_dir()) == []

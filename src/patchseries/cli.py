@@ -152,6 +152,11 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     lacks = load_pin(ws.pin_file).sdist_lacks
     names = export_series(tree, ws.patches, branch=args.branch, lacks=lacks, drop_lacking=args.drop_missing)
     print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
+    unlisted = sorted(path.name for path in ws.patches.glob("*.patch") if path.name not in names)
+    if unlisted:  # a contributor's files: export neither wrote nor removed them
+        them = "it" if len(unlisted) == 1 else "them"
+        print(f"left {', '.join(unlisted)} in {ws.patches}: series does not list {them}, and export writes and removes "
+              "only the series' own patches")  # fmt: skip
     return 0
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchseries.atomic import commit_rewrite, discard_uncommitted, start_rewrite
 from patchseries.base import BASE_BRANCH
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, git, has_path, out, uncommitted_files
-from patchseries.paths import partial_path, remove
 from patchseries.series import Patch, file_sections, parse_patch, read_series, section_path
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
@@ -45,10 +44,13 @@ def export_series(
 ) -> list[str]:
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files plus ``series`` into ``patches_dir``.
 
-    Other files in ``patches_dir`` (the pin) are kept; stale ``*.patch`` files are removed. A tree with uncommitted
-    changes is refused: export writes commits only, and those changes would silently stay behind. So is an export
-    that would drop a committed patch's hunks for upstream files the tree's base lacks (``lacks``, e.g. ``docs/`` on
-    the sdist base, where applying left them out), unless ``drop_lacking``.
+    The patches the old ``series`` lists (what an earlier export wrote) are replaced; every other file is kept (the
+    pin, and a ``*.patch`` that ``series`` does not list, which is a contributor's), and overwriting one with other
+    content is refused. The folder is rewritten as one step (:mod:`patchseries.atomic`): an interrupted export leaves
+    the old series or the new one. A tree with uncommitted changes is refused: export writes commits only, and those
+    changes would silently stay behind. So is an export that would drop a committed patch's hunks for upstream files
+    the tree's base lacks (``lacks``, e.g. ``docs/`` on the sdist base, where applying left them out), unless
+    ``drop_lacking``.
     """
     dirty = uncommitted_files(repo)
     if dirty:
@@ -63,25 +65,25 @@ def export_series(
         raise SeriesError(f"{base}..{branch} contains merge commits; a patch series must be linear (rebase it)")
     if not out("rev-list", f"{base}..{branch}", cwd=repo):
         raise SeriesError(f"branch {branch!r} has no commits on top of {base!r}; nothing to export")
-    staging = partial_path(patches_dir / "export")
-    remove(staging)
-    git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, f"{base}..{branch}",
-        cwd=repo)  # fmt: skip
-    names = sorted(p.name for p in staging.glob("*.patch"))
-    dropped = [] if drop_lacking else _dropped_hunks(repo, base, patches_dir, [staging / n for n in names], lacks)
-    if dropped:
-        remove(staging)
-        raise SeriesError(
-            f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the sdist ships no docs/ "
-            "or upstream tests/), so applying left those hunks out. Make the change on an upstream tree (python -m "
-            "patchseries apply --git, or --checkout PATH) and export from there, or pass --drop-missing to drop them"
-        )
-    for stale in patches_dir.glob("*.patch"):
-        stale.unlink()
-    for name in names:
-        shutil.move(str(staging / name), patches_dir / name)
-    remove(staging)
-    (patches_dir / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
+    staging = start_rewrite(patches_dir)
+    try:
+        git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging,
+            f"{base}..{branch}", cwd=repo)  # fmt: skip
+        names = sorted(p.name for p in staging.glob("*.patch"))
+        dropped = [] if drop_lacking else _dropped_hunks(repo, base, patches_dir, [staging / n for n in names], lacks)
+        if dropped:
+            raise SeriesError(
+                f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the sdist ships no "
+                "docs/ or upstream tests/), so applying left those hunks out. Make the change on an upstream tree "
+                "(python -m patchseries apply --git, or --checkout PATH) and export from there, or pass "
+                "--drop-missing to drop them"
+            )
+        listed = listed_names(patches_dir / "series")
+        _refuse_overwriting_unlisted(patches_dir, staging, [n for n in names if n not in listed])
+        (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
+        commit_rewrite(patches_dir, [*names, "series"], sorted(set(listed) - set(names)))
+    finally:
+        discard_uncommitted(patches_dir)
     return names
 
 
@@ -104,6 +106,32 @@ def _dropped_hunks(repo: Path, base: str, patches_dir: Path, exported: list[Path
         if lost:
             dropped.append(f"{old.name}'s hunks for {', '.join(lost)}")
     return dropped
+
+
+def listed_names(series_file: Path) -> list[str]:
+    """The patch file names ``series_file`` lists (none if it does not exist): the files an export wrote there.
+
+    Read line by line, without parsing the patches, so that a series whose files are broken can still be exported
+    over; a name with a path in it is never a file an export wrote.
+    """
+    if not series_file.is_file():
+        return []
+    names = (line.split("#", 1)[0].strip() for line in series_file.read_text().splitlines())
+    return [name for name in names if name and name == Path(name).name]
+
+
+def _refuse_overwriting_unlisted(patches_dir: Path, staging: Path, unlisted: list[str]) -> None:
+    """A file an export would write over that ``series`` does not list is a contributor's: refuse to change it."""
+    clobbered = [
+        name
+        for name in unlisted
+        if (patches_dir / name).exists() and (patches_dir / name).read_bytes() != (staging / name).read_bytes()
+    ]
+    if clobbered:
+        raise SeriesError(
+            f"export would overwrite {', '.join(clobbered)}, which series does not list (a file of yours?); move "
+            f"it out of {patches_dir} and re-run"
+        )
 
 
 def format_one(repo: Path, commit: str) -> str:

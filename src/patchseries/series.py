@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchseries.atomic import finish_rewrite
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
 
@@ -48,7 +49,9 @@ def read_series(series_file: Path) -> list[Patch]:
     """Read the series file and parse every patch it names, refusing a missing or malformed one.
 
     Each line names one patch file of the series directory, once; an empty series is refused too, before any work.
+    An export that an interrupt left half-done is completed first, so the series read is the old one or the new one.
     """
+    finish_rewrite(series_file.parent)
     if not series_file.is_file():
         raise SeriesError(f"series file {series_file} does not exist")
     directory = series_file.parent.resolve()

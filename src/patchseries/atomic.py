@@ -1,0 +1,70 @@
+"""Rewriting files so that an interrupt leaves the old state or the new one, never a mix.
+
+One file is written beside itself and renamed over the old one (:func:`write_file`). Several files of one folder (an
+export of the series: patches and ``series``) are staged in ``<folder>/export.partial/`` first. Writing the commit
+record there is the one step that makes the new files the folder's; every reader of the folder first carries out a
+committed rewrite that an interrupt left half-done (:func:`finish_rewrite`), so it sees the old files or the new ones,
+and a re-run completes the rewrite. A staged rewrite without its record is ignored, and discarded by the next one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+from patchseries.paths import partial_path, remove
+
+STAGING = "export.partial"
+_RECORD = ".commit"
+
+
+def write_file(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` in one rename; the text is written as it is (no newline translation)."""
+    staged = partial_path(path)
+    staged.write_bytes(text.encode())
+    os.replace(staged, path)
+
+
+def start_rewrite(folder: Path) -> Path:
+    """A fresh staging folder inside ``folder``, after completing a committed rewrite an interrupt left."""
+    finish_rewrite(folder)
+    staging = folder / STAGING
+    remove(staging)  # an uncommitted rewrite: the folder still holds the old files
+    staging.mkdir(parents=True)  # the folder too, if this is its first export
+    return staging
+
+
+def commit_rewrite(folder: Path, written: list[str], removed: list[str]) -> None:
+    """Make the staged files ``written`` the folder's, and remove its files ``removed``: record, then carry out."""
+    write_file(folder / STAGING / _RECORD, json.dumps({"write": written, "remove": removed}))
+    finish_rewrite(folder)
+
+
+def discard_uncommitted(folder: Path) -> None:
+    """Remove a staged rewrite that was not committed (after a refusal or an error); a committed one is kept."""
+    staging = folder / STAGING
+    if staging.is_dir() and not (staging / _RECORD).is_file():
+        remove(staging)
+
+
+def finish_rewrite(folder: Path) -> bool:
+    """Carry out the committed rewrite staged in ``folder``, if any; whether there was one.
+
+    Each step may have run already (an interrupted earlier attempt, or another reader at the same time), so each is
+    one that can run twice: a staged file already moved is skipped, a file already removed stays removed.
+    """
+    staging = folder / STAGING
+    try:
+        record = json.loads((staging / _RECORD).read_text())
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    for name in record["write"]:
+        with contextlib.suppress(FileNotFoundError):  # moved by an earlier attempt
+            os.replace(staging / name, folder / name)
+    for name in record["remove"]:
+        (folder / name).unlink(missing_ok=True)
+    with contextlib.suppress(FileNotFoundError):  # removed by another reader
+        remove(staging)
+    return True
