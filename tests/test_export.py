@@ -230,6 +230,32 @@ def test_export_refuses_to_overwrite_a_patch_file_that_series_does_not_list(synt
     assert {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()} == before
 
 
+@pytest.mark.parametrize("lacked", [DOCS, "tests/tests_pytorch/core/test_module.py"])
+def test_export_from_the_sdist_tree_refuses_to_drop_hunks_once_a_commit_adds_files_at_their_paths(
+    synthetic, upstream_clone, lacked
+):
+    # the series authored upstream changes an upstream file that the sdist lacks (docs, or an existing test module)
+    commit(upstream_clone, {lacked: "upstream's own file\n"}, "Upstream file")
+    git(upstream_clone, "tag", "-f", "1.0")
+    git(upstream_clone, "checkout", "-q", "-b", "base")
+    git(upstream_clone, "checkout", "-q", "-b", "series")
+    git(upstream_clone, "am", "-q", *sorted(str(p) for p in synthetic.ws.patches.glob("*.patch")))
+    commit(upstream_clone, {"src/fakelib/core.py": "def answer():\n    return 42  # why\n",
+                            lacked: "upstream's own file\nchanged by the series\n"}, DOCUMENTED)  # fmt: skip
+    export_series(upstream_clone, synthetic.ws.patches, branch="series")
+    patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
+    git(synthetic.tree, "am", "-q", f"--exclude={lacked}", str(patch))  # what `apply` does on the sdist base
+    commit(synthetic.tree, {lacked: "a placeholder\n"}, "Placeholder")  # now the sdist tree has a file there
+    before = {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()}
+
+    with pytest.raises(
+        SeriesError, match=rf"would drop 0003-Add-a-docstring-and-document-it.patch's hunks for {lacked}"
+    ):
+        export_series(synthetic.tree, synthetic.ws.patches, branch="series", lacks=LACKS)
+
+    assert {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()} == before
+
+
 def _snapshot(patches_dir):
     """The series as a reader sees it: the series file and every patch file (the staging folder aside)."""
     return {p.name: p.read_bytes() for p in patches_dir.iterdir() if p.is_file()}

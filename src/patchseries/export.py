@@ -92,19 +92,25 @@ def _dropped_hunks(repo: Path, base: str, patches_dir: Path, exported: list[Path
 
     A tree whose base lacks those files (the sdist tree) never had those hunks, so nothing it exports can carry them:
     the whole committed series is compared, not patch by patch, so that a reworded subject or a patch that changes
-    only such files (which applying skipped) cannot hide a loss. A lacked file the export changes (it added it) is
-    not lost.
+    only such files (which applying skipped) cannot hide a loss. A file that a commit of the tree adds at such a path
+    (a placeholder) is not upstream's either, so it hides nothing; only a file the series itself adds before the patch
+    that changes it is not lost.
     """
     if not lacks or not (patches_dir / "series").is_file():
         return []
-    kept = {change.path for path in exported for change in parse_patch(path).changes}
+    exported_new = {path for patch in exported for path in parse_patch(patch).new_files}
+    added_by_series: set[str] = set()  # a file an earlier patch of the series adds is the series', not upstream's
     dropped = []
     for old in read_series(patches_dir / "series"):
         lost = [
-            p for p in old.touched_existing if p.startswith(lacks) and p not in kept and not has_path(repo, p, base)
+            p
+            for p in old.touched_existing
+            if p.startswith(lacks) and p not in added_by_series and not has_path(repo, p, base)
         ]
         if lost:
-            dropped.append(f"{old.name}'s hunks for {', '.join(lost)}")
+            shown = [f"{p} (replaced by a new file there)" if p in exported_new else p for p in lost]
+            dropped.append(f"{old.name}'s hunks for {', '.join(shown)}")
+        added_by_series.update(old.new_files)
     return dropped
 
 
