@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from patchseries import pipeline, testrun
 from patchseries.environment import Environment
 from patchseries.progress import quiet
@@ -39,3 +41,75 @@ def test_main_job_that_ran_no_test_says_so_and_exits_5(synthetic, monkeypatch):
     assert "failed" not in text
     assert text.endswith("result:    NO TESTS RAN")
     assert result.exit_status == 5
+
+
+def _tree(tmp_path, body="def test_x():\n    pass\n", ini=""):
+    test_file = tmp_path / "tree" / "tests" / "tests_pytorch" / "test_x.py"
+    test_file.parent.mkdir(parents=True)
+    test_file.write_text(body)
+    if ini:
+        (tmp_path / "tree" / "pyproject.toml").write_text(ini)
+    return tmp_path / "tree"
+
+
+def _run(tmp_path, tree, *pytest_args):
+    env = Environment(Path(sys.prefix), "2.13.0")
+    return run_tests(env, tree, ["tests/tests_pytorch/test_x.py"], [], tmp_path / "reports", pytest_args)
+
+
+@pytest.mark.parametrize(
+    ("pytest_args", "line"),
+    [
+        (("--co", "-q"), "none ran: pytest only collected the tests (--collect-only or a similar pytest argument)"),
+        (
+            ("--setup-plan",),
+            "none ran: pytest set up 1 test but ran none of their bodies (--setup-plan, --setup-only or a similar "
+            "pytest argument)",
+        ),
+    ],
+)
+def test_collecting_or_setting_up_tests_without_running_them_is_not_a_success(tmp_path, pytest_args, line):
+    outcome = _run(tmp_path, _tree(tmp_path), *pytest_args)
+
+    assert not outcome.ok
+    assert outcome.no_tests
+    assert outcome.line() == line
+
+
+def test_tests_that_were_all_skipped_are_not_a_success(tmp_path):
+    outcome = _run(tmp_path, _tree(tmp_path, "import pytest\n\n\n@pytest.mark.skip\ndef test_x():\n    pass\n"))
+
+    assert not outcome.ok
+    assert outcome.no_tests
+    assert outcome.line() == "none ran: 1 skipped"
+
+
+def test_a_test_that_errors_in_its_setup_is_a_failure_not_none_ran(tmp_path):
+    body = (
+        "import pytest\n\n\n@pytest.fixture\ndef broken():\n    raise RuntimeError\n\n\ndef test_x(broken):\n    pass\n"
+    )
+
+    outcome = _run(tmp_path, _tree(tmp_path, body))
+
+    assert not outcome.no_tests
+    assert not outcome.ok
+    assert outcome.failed == 1
+
+
+def test_tests_that_ran_and_passed_are_ok(tmp_path):
+    outcome = _run(tmp_path, _tree(tmp_path), "-q")
+
+    assert outcome.ok
+    assert outcome.line() == "1 passed, 0 failed, 0 skipped"
+
+
+def test_main_job_that_only_collected_tests_exits_5(synthetic, monkeypatch):
+    outcome = testrun.TestOutcome(0, 0, 0, 0, None, synthetic.ws.reports / "junit.xml", None, ran=0)
+    monkeypatch.setattr(pipeline, "ensure_environment", lambda *args, **kwargs: None)
+    monkeypatch.setattr(pipeline, "run_tests", lambda *args, **kwargs: outcome)
+
+    result = pipeline.run_main_job(synthetic.ws, pipeline.BaseChoice(), "2.13.0", quiet, pytest_args=("--co",))
+
+    assert pipeline.summary(result).endswith("result:    NO TESTS RAN")
+    assert result.exit_status == 5
+

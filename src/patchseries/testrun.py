@@ -13,6 +13,28 @@ from patchseries.errors import SeriesError
 from patchseries.paths import remove
 
 PYTEST_NO_TESTS = 5
+# A plugin loaded into the run counts the test bodies that ran: pytest's JUnit report counts a test that
+# ``--setup-plan`` or ``--setup-only`` only set up as passed, and ``--collect-only`` ends with exit status 0.
+_BODIES_PLUGIN = "_patchseries_bodies"
+_BODIES_ENV = "PATCHSERIES_BODIES_FILE"
+_BODIES_SOURCE = f'''\
+"""Written by patchseries: counts the test bodies that ran (a call phase not skipped; an xfail ran too)."""
+
+import os
+
+_ran = 0
+
+
+def pytest_runtest_logreport(report):
+    global _ran
+    if report.when == "call" and (not report.skipped or hasattr(report, "wasxfail")):
+        _ran += 1
+
+
+def pytest_sessionfinish(session):
+    with open(os.environ["{_BODIES_ENV}"], "w") as handle:
+        handle.write(str(_ran))
+'''
 
 
 @dataclass(frozen=True)
@@ -24,23 +46,45 @@ class TestOutcome:
     coverage: float | None
     junit: Path
     coverage_xml: Path | None
+    ran: int | None = None  # test bodies that ran; None: not counted (then the passed tests are taken)
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and self.failed == 0
+        """Tests ran, and passed: a run that ran no test body is not a success, whatever pytest's exit status."""
+        return self.returncode == 0 and self.failed == 0 and not self.no_tests
 
     @property
     def no_tests(self) -> bool:
-        """pytest collected no test (e.g. ``-k`` matched none): nothing was tested, and nothing failed."""
-        return self.returncode == PYTEST_NO_TESTS and self.passed + self.failed + self.skipped == 0
+        """No test body ran and none failed: nothing was tested (and nothing failed).
+
+        pytest collected none (``-k`` matched none), only listed or set them up (``--collect-only``,
+        ``--setup-plan``), or skipped them all.
+        """
+        if self.returncode not in (0, PYTEST_NO_TESTS) or self.failed:
+            return False
+        return (self.ran if self.ran is not None else self.passed) == 0
 
     def line(self) -> str:
         if self.no_tests:
-            return "none ran: pytest collected no test (check the -k/-m or other pytest arguments)"
+            return self._none_ran()
         counts = f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped"
         if self.returncode not in (0, 1) and not self.failed:
             counts += f" (pytest exit status {self.returncode}; see its output above)"
         return counts
+
+    def _none_ran(self) -> str:
+        total = self.passed + self.skipped
+        if total == 0 and self.returncode == PYTEST_NO_TESTS:
+            return "none ran: pytest collected no test (check the -k/-m or other pytest arguments)"
+        if total == 0:
+            return "none ran: pytest only collected the tests (--collect-only or a similar pytest argument)"
+        if self.skipped == total:
+            return f"none ran: {self.skipped} skipped"
+        tests = "1 test" if total == 1 else f"{total} tests"
+        return (
+            f"none ran: pytest set up {tests} but ran none of their bodies (--setup-plan, --setup-only or a similar "
+            "pytest argument)"
+        )
 
 
 def run_tests(
@@ -63,17 +107,20 @@ def run_tests(
     reports.mkdir(parents=True, exist_ok=True)
     junit = reports / "junit.xml"
     coverage_xml = reports / "coverage.xml"
-    for stale in (junit, coverage_xml):
+    bodies = reports / "bodies-ran"
+    for stale in (junit, coverage_xml, bodies):
         remove(stale)
+    plugin_dir = _bodies_plugin(reports)
     command = [str(env.python), "-m", "pytest", *(_relative_to_tests(f) for f in test_files)]
-    command += ["-p", "no:cacheprovider", f"--junitxml={junit}", "-o", "junit_family=xunit2"]
+    command += ["-p", "no:cacheprovider", "-p", _BODIES_PLUGIN, f"--junitxml={junit}", "-o", "junit_family=xunit2"]
     if changed_sources:
         rc = _coverage_config(reports, tree, changed_sources)
         command += ["--cov=lightning", f"--cov-config={rc}", "--cov-report=term", f"--cov-report=xml:{coverage_xml}"]
     env_vars = {**os.environ, "PYTHONUNBUFFERED": "1", "COVERAGE_FILE": str(reports / ".coverage")}
+    env_vars[_BODIES_ENV] = str(bodies)
     env_vars.pop("PYTHONPATH", None)
-    if source_override is not None:
-        env_vars["PYTHONPATH"] = str(source_override)
+    python_path = [*([str(source_override)] if source_override is not None else []), str(plugin_dir)]
+    env_vars["PYTHONPATH"] = os.pathsep.join(python_path)
     proc = subprocess.run([*command, *pytest_args], cwd=tree / "tests", env=env_vars, check=False)
     passed, failed, skipped = _junit_counts(junit)
     return TestOutcome(
@@ -84,7 +131,24 @@ def run_tests(
         coverage=_line_rate(coverage_xml) if changed_sources else None,
         junit=junit,
         coverage_xml=coverage_xml if coverage_xml.exists() else None,
+        ran=_bodies_ran(bodies),
     )
+
+
+def _bodies_plugin(reports: Path) -> Path:
+    """A folder holding only the body-counting plugin, put on the run's ``PYTHONPATH``."""
+    folder = reports / "plugin"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{_BODIES_PLUGIN}.py").write_text(_BODIES_SOURCE)
+    return folder
+
+
+def _bodies_ran(bodies: Path) -> int:
+    """The count the plugin wrote; none if pytest ended before its session did (``--help``, ``--version``)."""
+    try:
+        return int(bodies.read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
 
 
 def changed_source_files(paths: list[str]) -> list[str]:
