@@ -113,3 +113,16 @@ def test_main_job_that_only_collected_tests_exits_5(synthetic, monkeypatch):
     assert pipeline.summary(result).endswith("result:    NO TESTS RAN")
     assert result.exit_status == 5
 
+
+def test_pytest_output_has_no_colour_codes_when_it_is_not_a_terminal(tmp_path, capfd, monkeypatch):
+    # Lightning's own pyproject.toml asks for colour always (addopts = --color=yes): a log file gets none
+    for name in ("PY_COLORS", "FORCE_COLOR", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    tree = _tree(tmp_path, ini='[tool.pytest.ini_options]\naddopts = ["--color=yes"]\n')
+
+    outcome = _run(tmp_path, tree)
+
+    assert outcome.ok
+    output = capfd.readouterr().out
+    assert "1 passed" in output
+    assert "\x1b[" not in output

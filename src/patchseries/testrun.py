@@ -113,6 +113,9 @@ def run_tests(
     plugin_dir = _bodies_plugin(reports)
     command = [str(env.python), "-m", "pytest", *(_relative_to_tests(f) for f in test_files)]
     command += ["-p", "no:cacheprovider", "-p", _BODIES_PLUGIN, f"--junitxml={junit}", "-o", "junit_family=xunit2"]
+    # colour only on a terminal, as pytest's default does: Lightning's own configuration says --color=yes, which
+    # writes escape codes into a log file or a pipe; a --color in pytest_args still wins (it comes later)
+    command += ["--color=auto"]
     if changed_sources:
         rc = _coverage_config(reports, tree, changed_sources)
         command += ["--cov=lightning", f"--cov-config={rc}", "--cov-report=term", f"--cov-report=xml:{coverage_xml}"]
