@@ -6,6 +6,8 @@ import datetime as dt
 
 import pytest
 
+from patchseries import matrix
+from patchseries.cli import main
 from patchseries.environment import parse_torch_version
 from patchseries.errors import SeriesError
 from patchseries.matrix import (
@@ -88,3 +90,143 @@ def test_changed_lines_are_merged_over_the_releases_in_the_table_and_survive_a_r
 def test_default_versions_are_every_minor_release_from_2_1_to_2_15_once():
     minors = [parse_torch_version(v)[:2] for v in DEFAULT_VERSIONS]
     assert minors == [(2, minor) for minor in range(1, 16)]
+
+
+README_TEXT = "intro\n<!-- matrix:start -->\nold table\n\nold compile statistics\n<!-- matrix:end -->\noutro\n"
+
+
+def _matrix(synthetic, *args):
+    return main(["matrix", *args, "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir)])
+
+
+def _complete_row(torch="2.13.0"):
+    return Row(torch, before={"test_a": "1 failed"}, after={"test_a": "1 passed"}, compile={"with": {"graphs": 2}})
+
+
+def test_an_incomplete_matrix_leaves_the_readme_as_it_was_and_says_where_its_results_are(
+    synthetic, tmp_path, monkeypatch, capsys
+):
+    readme = tmp_path / "README.md"
+    readme.write_text(README_TEXT)
+    failed = Row("2.15.0", error="torch 2.15.0 has no wheel for Python 3.10 (it has for Python 3.11 to 3.14)")
+    monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: [failed])
+
+    status = _matrix(synthetic, "--torch", "2.15.0", "--write-readme", str(readme))
+
+    assert status == 2
+    assert readme.read_text() == README_TEXT
+    saved = synthetic.ws.reports / "matrix" / "matrix.json"
+    assert from_json(saved.read_text())[0] == [failed]
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "error: matrix incomplete, no result for torch 2.15.0 (torch 2.15.0: torch 2.15.0 has no wheel for Python 3.10 "
+        f"(it has for Python 3.11 to 3.14)); the results are saved in {saved}; {readme} was left as it was (a table "
+        "is replaced only by a complete one)"
+    ]
+
+
+def test_a_matrix_whose_compile_statistics_failed_is_incomplete_too(synthetic, tmp_path, monkeypatch):
+    readme = tmp_path / "README.md"
+    readme.write_text(README_TEXT)
+    probe_failed = Row("2.13.0", before={"t": "1 failed"}, after={"t": "1 passed"}, compile={"error": "probe failed"})
+    monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: [_complete_row("2.1.2"), probe_failed])
+
+    assert _matrix(synthetic, "--write-readme", str(readme)) == 2
+    assert readme.read_text() == README_TEXT
+
+
+def test_a_complete_matrix_replaces_the_readme_table(synthetic, tmp_path, monkeypatch):
+    readme = tmp_path / "README.md"
+    readme.write_text(README_TEXT)
+    monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: [_complete_row()])
+
+    assert _matrix(synthetic, "--write-readme", str(readme)) == 0
+    assert "| 2.13.0 | `test_a` | 1 failed | 1 passed |" in readme.read_text()
+    assert "old table" not in readme.read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("no markers\n", "has no <!-- matrix:start --> ... <!-- matrix:end --> markers"),
+        ("<!-- matrix:end -->\nx\n<!-- matrix:start -->\n", "has <!-- matrix:end --> before <!-- matrix:start -->"),
+        ("<!-- matrix:start -->\n<!-- matrix:end -->\n<!-- matrix:start -->\n", "has <!-- matrix:start --> 2 times"),
+    ],
+)
+def test_readme_markers_are_checked_before_the_matrix_runs(synthetic, tmp_path, monkeypatch, capsys, text, message):
+    readme = tmp_path / "README.md"
+    readme.write_text(text)
+    monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: pytest.fail("ran before checking the README"))
+
+    status = _matrix(synthetic, "--write-readme", str(readme))
+
+    assert status == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith(f"error: {readme} {message}")
+    assert readme.read_text() == text
+
+
+def test_a_crlf_readme_keeps_its_line_endings(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_bytes(README_TEXT.replace("\n", "\r\n").encode())
+
+    update_readme(readme, "new table\nsecond line\n")
+
+    data = readme.read_bytes()
+    assert data == b"intro\r\n<!-- matrix:start -->\r\nnew table\r\nsecond line\r\n<!-- matrix:end -->\r\noutro\r\n"
+
+
+SAVED = to_json([_complete_row()], dt.date(2026, 12, 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (SAVED[:40], "is not valid JSON"),
+        (SAVED.replace('"made_on"', '"made_when"'), "is not a saved matrix: expected the keys made_on and rows"),
+        (SAVED.replace('"made_on": "2026-12-01",', '"made_on": "2026-12-01", "extra": 1,'), "is not a saved matrix"),
+        (SAVED.replace("2026-12-01", "2026-13-01"), "made_on is not a date such as 2026-12-01: '2026-13-01'"),
+        ('{"made_on": "2026-12-01", "rows": {"torch": "2.13.0"}}', "rows is not a list"),
+        (SAVED.replace('"error": null', '"error": null, "old": 1'), "row 1 has the unknown key 'old'"),
+        (SAVED.replace('"rows": [', '"rows": [[],'), "row 1 is not an object"),
+        (SAVED.replace('"after": {\n        "test_a": "1 passed"\n      }', '"after": ["1 passed"]'),
+         "row 1: after is not an object of strings"),
+        (SAVED.replace('"torch": "2.13.0"', '"torch": 2.13'), "row 1: torch is not a string"),
+        (SAVED.replace('"with": {\n          "graphs": 2\n        }', '"with": 2'),
+         "row 1: compile is not an object of objects"),
+        ('{"made_on": "2026-12-01", "rows": [{"torch": "2.1.2", "changed_lines": {"files": 3}}]}',
+         "row 1: changed_lines is not a changed-lines record"),
+    ],
+)  # fmt: skip
+def test_a_bad_saved_matrix_is_one_error_line(synthetic, tmp_path, capsys, text, message):
+    saved = tmp_path / "matrix.json"
+    saved.write_text(text)
+
+    status = _matrix(synthetic, "--from-json", str(saved))
+
+    assert status == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith(f"error: {saved}")
+    assert message in err[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--refresh-compile-stats",), "error: --refresh-compile-stats measures a saved matrix again; pass it with "
+         "--from-json JSON"),
+        (("--from-json", "m.json", "--torch", "2.13.0"), "error: --torch and --from-json are alternatives: --from-json "
+         "renders the releases saved in JSON; drop --torch, or run the matrix without --from-json"),
+    ],
+)  # fmt: skip
+def test_options_that_would_be_ignored_are_refused(synthetic, monkeypatch, capsys, args, message):
+    monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: pytest.fail("ran despite a refused option"))
+
+    assert _matrix(synthetic, *args) == 2
+    assert capsys.readouterr().err.splitlines() == [message]
+
+
+def test_a_saved_row_is_checked_field_by_field():
+    assert set(matrix._ROW_FIELDS) == set(Row.__dataclass_fields__)

@@ -94,6 +94,13 @@ def _validate(args: argparse.Namespace) -> None:
     if args.command == "test":
         check_python(args.torch, parse_torch_version(args.torch), running_python())
     if args.command == "matrix":
+        if args.refresh_compile_stats and not args.from_json:
+            raise SeriesError("--refresh-compile-stats measures a saved matrix again; pass it with --from-json JSON")
+        if args.torch and args.from_json:
+            raise SeriesError(
+                "--torch and --from-json are alternatives: --from-json renders the releases saved in JSON; drop "
+                "--torch, or run the matrix without --from-json"
+            )
         for version in args.torch or []:
             parse_torch_version(version)
 
@@ -233,30 +240,49 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import matrix
 
+    if args.write_readme:
+        matrix.check_readme(args.write_readme)  # now, not after a run of minutes
     out_dir = ws.reports / "matrix"
+    saved = out_dir / "matrix.json"
     if args.from_json:
-        rows, made_on = matrix.from_json(args.from_json.read_text())
+        rows, made_on = matrix.from_json(_read_text(args.from_json), str(args.from_json))
+        saved = args.from_json
         if args.refresh_compile_stats:
             matrix.refresh_compile_stats(ws, rows, make_log(), installer=args.installer)
             out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / "matrix.json").write_text(matrix.to_json(rows, made_on))
+            saved = out_dir / "matrix.json"
+            saved.write_text(matrix.to_json(rows, made_on))
     else:
         versions = args.torch or list(matrix.DEFAULT_VERSIONS)
         rows, made_on = matrix.run_matrix(ws, versions, make_log(), installer=args.installer), None
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "matrix.json").write_text(matrix.to_json(rows))
+        saved.write_text(matrix.to_json(rows))
     table = matrix.to_markdown(rows, made_on)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "matrix.md").write_text(table)
-    if args.write_readme:
+    missing = matrix.missing_results(rows)
+    written = [*([saved] if saved != args.from_json else []), out_dir / "matrix.md"]
+    if args.write_readme and not missing:
         matrix.update_readme(args.write_readme, table)
+        written.append(args.write_readme)
     print(table)
-    print(f"written: {out_dir / 'matrix.json'}, {out_dir / 'matrix.md'}")
-    incomplete = [row.torch for row in rows if row.error]
-    if incomplete:
-        print(f"error: matrix incomplete, no result for torch {', '.join(incomplete)}", file=sys.stderr)
-        return 1
+    print(f"written: {', '.join(str(path) for path in written)}")
+    if missing:
+        readme = ""
+        if args.write_readme:
+            readme = f"; {args.write_readme} was left as it was (a table is replaced only by a complete one)"
+        print(f"error: matrix incomplete, no result for torch {', '.join(torch for torch, _ in missing)} "
+              f"({'; '.join(f'torch {torch}: {why}' for torch, why in missing)}); the results are saved in "
+              f"{saved}{readme}", file=sys.stderr)  # fmt: skip
+        return 2
     return 0
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except UnicodeDecodeError as exc:
+        raise SeriesError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def _check_onto(args: argparse.Namespace, pin: Pin, patches: list[Patch]) -> int:

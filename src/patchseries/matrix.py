@@ -10,11 +10,13 @@ import datetime as dt
 import json
 import subprocess
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from patchseries import changed_lines
+from patchseries.atomic import write_file
 from patchseries.base import BASE_BRANCH, base_worktree
 from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
@@ -127,10 +129,84 @@ def to_json(rows: list[Row], today: dt.date | None = None) -> str:
     return json.dumps({"made_on": made_on, "rows": [row.__dict__ for row in rows]}, indent=2)
 
 
-def from_json(text: str) -> tuple[list[Row], dt.date]:
-    """Rows and date of a saved ``matrix.json``, to render the table again without running anything."""
-    data = json.loads(text)
-    return [Row(**row) for row in data["rows"]], dt.date.fromisoformat(data["made_on"])
+def from_json(text: str, source: str = "matrix.json") -> tuple[list[Row], dt.date]:
+    """Rows and date of a saved ``matrix.json``, to render the table again without running anything.
+
+    Anything :func:`to_json` would not have written is refused with one line that names ``source`` and the problem.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SeriesError(
+            f"{source} is not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}); run the matrix again, or "
+            "restore the file"
+        ) from None
+    if not isinstance(data, dict) or set(data) != {"made_on", "rows"}:
+        found = ", ".join(sorted(data)) if isinstance(data, dict) else type(data).__name__
+        raise SeriesError(f"{source} is not a saved matrix: expected the keys made_on and rows, found {found}")
+    try:
+        made_on = dt.date.fromisoformat(data["made_on"])
+    except (TypeError, ValueError):
+        raise SeriesError(f"{source}: made_on is not a date such as 2026-12-01: {data['made_on']!r}") from None
+    if not isinstance(data["rows"], list):
+        raise SeriesError(f"{source}: rows is not a list of rows")
+    return [_row(row, f"{source}: row {number}") for number, row in enumerate(data["rows"], 1)], made_on
+
+
+def _row(data: Any, where: str) -> Row:
+    """One row of a saved matrix, each field of the type :class:`Row` holds."""
+    if not isinstance(data, dict):
+        raise SeriesError(f"{where} is not an object")
+    unknown = sorted(set(data) - set(_ROW_FIELDS))
+    if unknown:
+        raise SeriesError(f"{where} has the unknown key {unknown[0]!r}")
+    if "torch" not in data:
+        raise SeriesError(f"{where} has no torch")
+    for key, value in data.items():
+        kind, valid = _ROW_FIELDS[key]
+        if not valid(value):
+            raise SeriesError(f"{where}: {key} is not {kind}")
+    row = Row(**data)
+    if row.changed_lines:
+        try:
+            changed_lines.ChangedLines.from_dict(row.changed_lines).line()
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise SeriesError(f"{where}: changed_lines is not a changed-lines record") from None
+    return row
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def _compile_stats(value: Any) -> bool:
+    """Statistics per variant, or the probe's error."""
+    return isinstance(value, dict) and all(
+        isinstance(stats, dict) or (key == "error" and isinstance(stats, str)) for key, stats in value.items()
+    )
+
+
+# what each field of a saved row holds: (its kind in words, its check)
+_ROW_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "torch": ("a string", lambda value: isinstance(value, str)),
+    "before": ("an object of strings", _strings),
+    "after": ("an object of strings", _strings),
+    "compile": ("an object of objects", _compile_stats),
+    "error": ("a string or null", lambda value: value is None or isinstance(value, str)),
+    "changed_lines": ("an object", lambda value: isinstance(value, dict)),
+}
+
+
+def missing_results(rows: list[Row]) -> list[tuple[str, str]]:
+    """``(torch, why)`` for each release without a full result: its tests did not run, or its compile statistics
+    could not be measured. A table with any of them has a hole, and is not written over a complete one."""
+    missing = []
+    for row in rows:
+        if row.error:
+            missing.append((row.torch, row.error))
+        elif not row.compile or "error" in row.compile:
+            missing.append((row.torch, f"compile statistics: {row.compile.get('error', 'none measured')}"))
+    return missing
 
 
 def to_markdown(rows: list[Row], today: dt.date | None = None) -> str:
@@ -166,13 +242,27 @@ def to_markdown(rows: list[Row], today: dt.date | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def update_readme(readme: Path, table: str) -> None:
-    text = readme.read_text()
+def check_readme(readme: Path) -> str:
+    """The README's text, refused unless it has each marker once, the start before the end (checked before a run)."""
+    text = readme.read_bytes().decode()
     if README_START not in text or README_END not in text:
         raise SeriesError(f"{readme} has no {README_START} ... {README_END} markers for the table")
+    for marker in (README_START, README_END):
+        if text.count(marker) > 1:
+            raise SeriesError(f"{readme} has {marker} {text.count(marker)} times; keep one pair of markers")
+    if text.index(README_END) < text.index(README_START):
+        raise SeriesError(f"{readme} has {README_END} before {README_START}; put the start marker first")
+    return text
+
+
+def update_readme(readme: Path, table: str) -> None:
+    """Replace the table between the markers in one step, keeping the file's line endings (CRLF stays CRLF)."""
+    text = check_readme(readme)
+    newline = "\r\n" if "\r\n" in text else "\n"
     head, rest = text.split(README_START, 1)
     _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_START}\n{table}{README_END}{tail}")
+    table = table.replace("\r\n", "\n").replace("\n", newline)
+    write_file(readme, f"{head}{README_START}{newline}{table}{README_END}{tail}")
 
 
 def _changed_lines_paragraph(rows: list[Row]) -> list[str]:
