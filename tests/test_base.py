@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import RELEASE_FILES, git, make_sdist, write_pin
+from conftest import RELEASE_FILES, cli, git, make_sdist, write_pin
 from patchseries.base import checkout_base, git_base, sdist_base
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace
@@ -131,3 +131,26 @@ def test_checkout_index_is_left_byte_for_byte(tmp_path, upstream_clone):
     checkout_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"), upstream_clone, False, quiet)
 
     assert (upstream_clone / ".git" / "index").read_bytes() == index
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("url = \"file:", "url = \"not a url\"\n#"),
+         "[sdist] url is not a URL (https://... or file://...): 'not a url'"),
+        (("[base]\n", "base = \"lightning\"\n[old]\n"), "[base] is not a table ([base] with name, version, ...)"),
+        (('release_date = "2026-01-01"', 'release_date = "2026-02-30"'),
+         "[base] release_date is not a date such as 2026-09-10: '2026-02-30'"),
+        (('lacks = ["tests/", "docs/"]', 'lacks = "docs/"'), "[sdist] lacks is not a list of paths"),
+        (('version = "1.0"', "version = 1.0"), "[base] version is not a string: 1.0"),
+    ],
+)  # fmt: skip
+def test_a_bad_pin_is_one_error_line_and_creates_nothing(synthetic, tmp_path, edit, message):
+    pin_file = synthetic.ws.pin_file
+    pin_file.write_text(pin_file.read_text().replace(*edit, 1))
+
+    proc = cli("fetch", "--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "fresh"))
+
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [f"error: pin file {pin_file}: {message}"]
+    assert not (tmp_path / "fresh" / "trees").exists()

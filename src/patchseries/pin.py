@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import sys
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from patchseries.errors import SeriesError
 
@@ -15,6 +18,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 _FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
+_URL_SCHEMES = ("https", "http", "file")
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class Pin:
 
 
 def load_pin(path: Path) -> Pin:
-    """Read and validate a pin file."""
+    """Read and validate a pin file: every value the tool uses is checked here, before anything is fetched."""
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -56,28 +60,76 @@ def load_pin(path: Path) -> Pin:
     except tomllib.TOMLDecodeError as exc:
         raise SeriesError(f"pin file {path} is not valid TOML: {exc}") from None
     try:
-        base = data["base"]
-        commit = str(base.get("commit", ""))
-        if commit:  # pinned to an upstream commit: there is no release, so no sdist and no tag
-            if not _FULL_COMMIT.fullmatch(commit):
-                raise SeriesError(f"pin file {path}: commit must be a full 40-hex commit id, not {commit!r}")
-            return Pin(
-                name=str(base["name"]), version=str(base["version"]), tag=str(base.get("tag", "")),
-                git_url=str(base["git_url"]), release_date=str(base.get("release_date", "")), sdist_url="",
-                sdist_sha256="", sdist_root="", base_commit=commit, sdist_lacks=(), commit=commit,
-            )  # fmt: skip
-        sdist = data["sdist"]
-        return Pin(
-            name=str(base["name"]),
-            version=str(base["version"]),
-            tag=str(base["tag"]),
-            git_url=str(base["git_url"]),
-            release_date=str(base["release_date"]),
-            sdist_url=str(sdist["url"]),
-            sdist_sha256=str(sdist["sha256"]).lower(),
-            sdist_root=str(sdist["root"]),
-            base_commit=str(sdist.get("base_commit", "")),
-            sdist_lacks=tuple(str(p) for p in sdist.get("lacks", [])),
-        )
+        return _pin(data)
     except KeyError as exc:
         raise SeriesError(f"pin file {path} lacks the key {exc.args[0]!r}") from None
+    except _BadPin as exc:
+        raise SeriesError(f"pin file {path}: {exc}") from None
+
+
+class _BadPin(Exception):
+    """A value of the pin file that the tool cannot use; the message says which and why."""
+
+
+def _pin(data: dict[str, Any]) -> Pin:
+    base = _table(data, "base", "[base] with name, version, ...")
+    commit = _text(base, "commit", "base", default="")
+    if commit:  # pinned to an upstream commit: there is no release, so no sdist and no tag
+        if not _FULL_COMMIT.fullmatch(commit):
+            raise _BadPin(f"commit must be a full 40-hex commit id, not {commit!r}")
+        return Pin(
+            name=_text(base, "name", "base"), version=_text(base, "version", "base"),
+            tag=_text(base, "tag", "base", default=""), git_url=_text(base, "git_url", "base"),
+            release_date=_date(base, default=""), sdist_url="", sdist_sha256="", sdist_root="", base_commit=commit,
+            sdist_lacks=(), commit=commit,
+        )  # fmt: skip
+    sdist = _table(data, "sdist", "[sdist] with url, sha256, ...")
+    lacks = sdist.get("lacks", [])
+    if not isinstance(lacks, list) or not all(isinstance(item, str) for item in lacks):
+        raise _BadPin("[sdist] lacks is not a list of paths")
+    return Pin(
+        name=_text(base, "name", "base"),
+        version=_text(base, "version", "base"),
+        tag=_text(base, "tag", "base"),
+        git_url=_text(base, "git_url", "base"),
+        release_date=_date(base),
+        sdist_url=_url(sdist, "url", "sdist"),
+        sdist_sha256=_text(sdist, "sha256", "sdist").lower(),
+        sdist_root=_text(sdist, "root", "sdist"),
+        base_commit=_text(sdist, "base_commit", "sdist", default=""),
+        sdist_lacks=tuple(lacks),
+    )
+
+
+def _table(data: dict[str, Any], name: str, shape: str) -> dict[str, Any]:
+    table = data[name]
+    if not isinstance(table, dict):
+        raise _BadPin(f"[{name}] is not a table ({shape})")
+    return table
+
+
+def _text(table: dict[str, Any], key: str, name: str, default: str | None = None) -> str:
+    value = table[key] if default is None else table.get(key, default)
+    if not isinstance(value, str):
+        raise _BadPin(f"[{name}] {key} is not a string: {value!r}")
+    return value
+
+
+def _url(table: dict[str, Any], key: str, name: str) -> str:
+    """A download address: ``https://``, ``http://`` or ``file://`` with a host or a path (``git_url`` is left to
+    git, which also clones ``user@host:path`` and local paths)."""
+    value = _text(table, key, name)
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme not in _URL_SCHEMES or not (parts.netloc or parts.path):
+        raise _BadPin(f"[{name}] {key} is not a URL (https://... or file://...): {value!r}")
+    return value
+
+
+def _date(base: dict[str, Any], default: str | None = None) -> str:
+    value = _text(base, "release_date", "base", default)
+    if value or default is None:
+        try:
+            dt.date.fromisoformat(value)
+        except ValueError:
+            raise _BadPin(f"[base] release_date is not a date such as 2026-09-10: {value!r}") from None
+    return value
