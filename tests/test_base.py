@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
 from conftest import RELEASE_FILES, cli, git, make_sdist, write_pin
 from patchseries.base import checkout_base, git_base, sdist_base
+from patchseries.cli import main
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace
 from patchseries.pin import load_pin
@@ -154,3 +157,40 @@ def test_a_bad_pin_is_one_error_line_and_creates_nothing(synthetic, tmp_path, ed
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [f"error: pin file {pin_file}: {message}"]
     assert not (tmp_path / "fresh" / "trees").exists()
+
+
+def test_disk_full_while_unpacking_the_sdist_is_one_short_line_and_leaves_no_partial_tree(
+    synthetic, tmp_path, monkeypatch, capsys
+):
+
+    def full_disk(source, target):  # what shutil.move's copy fallback raises when the disk fills up
+        Path(target).mkdir(parents=True)
+        (Path(target) / "half-copied").write_text("x")
+        why = "[Errno 28] No space left on device"
+        raise shutil.Error([(f"{source}/src/f{n}.py", f"{target}/src/f{n}.py", why) for n in range(3000)])
+
+    monkeypatch.setattr("patchseries.base.shutil.move", full_disk)
+
+    status = main(["fetch", "--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "fresh")])
+
+    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("[patchseries ")]
+    assert status == 2
+    assert len(err) == 1
+    assert len(err[0]) < 400
+    assert err[0].startswith("error: No space left on device: ")
+    assert "(and 2999 more)" in err[0]
+    assert list((tmp_path / "fresh" / "trees").iterdir()) == []
+
+
+def test_a_failure_while_committing_the_base_leaves_no_partial_tree(tmp_path, monkeypatch):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
+    ws = _workspace(tmp_path)
+
+    def no_space(path, pin):
+        raise SeriesError("git commit --quiet --no-verify failed: fatal: unable to write new index file")
+
+    monkeypatch.setattr("patchseries.base._init_fixed_commit", no_space)
+
+    with pytest.raises(SeriesError, match="unable to write new index file"):
+        sdist_base(ws, load_pin(ws.pin_file), quiet)
+    assert list(ws.trees.iterdir()) == []

@@ -63,6 +63,22 @@ def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
     log(f"making the base repository from {archive.name}")
     building = partial_path(tree)
     remove(building)
+    try:
+        commit = _build_base(ws, pin, archive, building)
+        if _is_repository(tree):
+            _move_base(tree, str(building), BASE_BRANCH, commit, log)
+            remove(building)
+        else:
+            remove(tree)
+            building.rename(tree)
+    except BaseException:
+        remove(building)  # a half-made base (a full disk, a git failure, an interrupt) is never left behind
+        raise
+    return BaseTree(tree, "sdist")
+
+
+def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
+    """Unpack ``archive`` into ``building`` and commit it as the pinned base; the commit id."""
     with tempfile.TemporaryDirectory(dir=ws.workdir) as tmp:
         _safe_extract(archive, Path(tmp))
         unpacked = Path(tmp) / pin.sdist_root
@@ -76,18 +92,11 @@ def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
     _init_fixed_commit(building, pin)
     commit = out("rev-parse", "HEAD", cwd=building)
     if pin.base_commit and commit != pin.base_commit:
-        remove(building)
         raise SeriesError(
             f"the sdist gave base commit {commit[:12]}, the pin expects {pin.base_commit[:12]}; "
             "the sdist or the base recipe changed, update [sdist].base_commit only if that is intended"
         )
-    if _is_repository(tree):
-        _move_base(tree, str(building), BASE_BRANCH, commit, log)
-        remove(building)
-    else:
-        remove(tree)
-        building.rename(tree)
-    return BaseTree(tree, "sdist")
+    return commit
 
 
 def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:

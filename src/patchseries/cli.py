@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 PROG_ENV = "PATCHSERIES_PROG"  # how the scripts name the main job in its help and errors
 FORWARD_DIR = "master"  # the forward series for upstream's default branch, beside the release series' patches
 SIGPIPE_STATUS = 141  # what a shell reports for a program that stopped writing into a closed pipe (`| head`)
+_ERRNO_PREFIX = re.compile(r"^\[Errno \d+\] ")
+_MAX_ERROR = 1000  # characters of an error line; a longer message keeps its start and its end
 DESCRIPTION = """\
 Apply the patch series in patches/ to the pinned PyTorch Lightning release, test it, and maintain it.
 
@@ -75,14 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return status
     except SeriesError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # the reader went away (`patchseries status | head`): stop quietly, as a shell tool would
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return SIGPIPE_STATUS
     except OSError as exc:
-        print(f"error: {_os_error(exc)}", file=sys.stderr)
+        print(f"error: {_one_line(_os_error(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted; re-run the same command to resume from a clean state", file=sys.stderr)
@@ -116,8 +120,28 @@ def _lock(args: argparse.Namespace, ws: Workspace) -> Iterator[None]:
 def _os_error(exc: OSError) -> str:
     paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
     reason = exc.strerror or str(exc)
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
+        reason, paths = _copy_failures(exc.args[0])
     where = f": {paths}" if paths else ""
     return f"{reason}{where}; check that path (permissions, free space, a process still using it) and re-run"
+
+
+def _copy_failures(failures: list[tuple[str, str, str]]) -> tuple[str, str]:
+    """The first of a failed copy's per-file errors, and how many more (``str()`` would list them all, one line of
+    thousands of files when the disk fills up)."""
+    source, _, why = (str(part) for part in failures[0])
+    reason = _ERRNO_PREFIX.sub("", why)
+    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+    return reason, f"{source}{more}"
+
+
+def _one_line(message: str) -> str:
+    """An error message as one line of readable length: a longer one keeps its start and its end."""
+    line = " ".join(message.split("\n"))
+    if len(line) <= _MAX_ERROR:
+        return line
+    half = _MAX_ERROR // 2
+    return f"{line[:half]} ... ({len(line) - 2 * half} characters left out) ... {line[-half:]}"
 
 
 def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
