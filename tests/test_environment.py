@@ -141,3 +141,65 @@ def test_documented_python_floor_is_lightnings():
     assert pyproject["project"]["requires-python"] == f">={floor}"
     assert f"Python {floor}+" in (PROJECT_ROOT / "README.md").read_text()
     assert "Python 3.9" not in (PROJECT_ROOT / "README.md").read_text()
+
+
+# uv 0.13's own output (the lock's uv), verbatim: an index that refuses the connection while uv builds the editable
+# tree, and a disk that fills up while it installs a wheel
+UV_INDEX_REFUSED = """\
+error: Failed to build `lightning @ file:///w/.work/trees/sdist-2.6.6`
+  cause: Failed to resolve requirements from `build-system.requires`
+  cause: No solution found when resolving: `setuptools`
+  cause: Request failed after 3 retries in 8.4s
+  cause: Failed to fetch: http://127.0.0.1:9/simple/setuptools/
+  cause: error sending request for url (http://127.0.0.1:9/simple/setuptools/)
+  cause: client error (Connect)
+  cause: tcp connect error
+  cause: Connection refused (os error 111)
+"""
+UV_DISK_FULL = (
+    "error: Failed to install: torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl (torch==2.13.0)\n"
+    "  cause: failed to write to file `/w/.work/venvs/py3.11-torch2.13.0-sdist-2.6.6/lib/python3.11/site-packages/"
+    "torch/lib/libtorch_cpu.so`: No space left on device (os error 28)\n"
+    "hint: free some space, or pass --cache-dir\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        (UV_INDEX_REFUSED, "Connection refused (os error 111) (Failed to fetch: http://127.0.0.1:9/simple/setuptools/)"),
+        (UV_DISK_FULL, "failed to write to file `/w/.work/venvs/py3.11-torch2.13.0-sdist-2.6.6/lib/python3.11/"
+         "site-packages/torch/lib/libtorch_cpu.so`: No space left on device (os error 28)"),
+        ("error: No solution found when resolving dependencies\n  cause: Because there is no version of torch==2.99.0"
+         " and you require torch==2.99.0, we can conclude that your requirements are unsatisfiable.\n",
+         "Because there is no version of torch==2.99.0 and you require torch==2.99.0, we can conclude that your "
+         "requirements are unsatisfiable."),
+        ("Collecting torch==2.13.0\nERROR: Could not install packages due to an OSError: [Errno 28] No space left on "
+         "device\n\n[notice] A new release of pip is available: 24.0 -> 25.3\n",
+         "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device"),
+    ],
+)  # fmt: skip
+def test_a_failed_install_gives_the_cause_the_installer_gives(tmp_path, output, reason):
+    printed = tmp_path / "output.txt"
+    printed.write_text(output)
+    command = [sys.executable, "-c", f"import sys; print(open({str(printed)!r}).read(), end=''); sys.exit(2)"]
+
+    with pytest.raises(SeriesError) as raised:
+        environment.run_installer(command, "cannot install torch 2.13.0 for py3.11", quiet)
+
+    assert str(raised.value) == f"cannot install torch 2.13.0 for py3.11: {reason}"
+
+
+@pytest.mark.parametrize("command", ["test", "matrix"])
+def test_a_torch_index_that_is_not_a_url_is_refused_before_any_work(synthetic, tmp_path, monkeypatch, capsys, command):
+    monkeypatch.setenv("PATCHSERIES_TORCH_INDEX", "not a url")
+    fresh = tmp_path / "fresh"
+
+    status = main([command, "--patches", str(synthetic.ws.patches), "--workdir", str(fresh)])
+
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: PATCHSERIES_TORCH_INDEX='not a url' is not a package index URL (such as "
+        "https://download.pytorch.org/whl/cpu); correct it, or unset it to use PyPI alone"
+    ]
+    assert not fresh.exists()

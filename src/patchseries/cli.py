@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from patchseries import __version__
-from patchseries.environment import DEFAULT_TORCH, parse_torch_version
+from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_index
 from patchseries.errors import SeriesError
 from patchseries.lock import workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace
@@ -95,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _validate(args: argparse.Namespace) -> None:
     """Refuse bad option values before anything is downloaded or created."""
+    if args.command in ("test", "matrix"):
+        torch_index()
     if args.command == "test":
         check_python(args.torch, parse_torch_version(args.torch), running_python())
     if args.command == "matrix":

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,10 @@ _READY = ".patchseries-ready"
 HEARTBEAT_S = 15.0
 # An extra package index for torch, e.g. PyTorch's CPU-only wheel index on CI; unset: PyPI (and the installer's config).
 TORCH_INDEX_ENV = "PATCHSERIES_TORCH_INDEX"
+_INDEX_SCHEMES = ("https", "http", "file")
+# installer output lines that never say why it failed
+_NOT_CAUSES = ("hint:", "help:", "warning:", "WARNING:", "note:", "[notice]")
+_CAUSE_MARKERS = ("cause: ", "Caused by: ")  # uv's chain of causes, one a line (older uv: "Caused by:")
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,18 @@ def parse_torch_version(version: str) -> tuple[int, int, int]:
     if (major, minor) < (2, 1):
         raise SeriesError(f"torch {version} is older than 2.1, the oldest release Lightning 2.6.6 supports")
     return major, minor, patch
+
+
+def torch_index() -> str:
+    """The extra index ``$PATCHSERIES_TORCH_INDEX`` names ('' if unset), refused unless it is an index URL."""
+    index = os.environ.get(TORCH_INDEX_ENV, "").strip()
+    parts = urllib.parse.urlsplit(index)
+    if index and (parts.scheme not in _INDEX_SCHEMES or not (parts.netloc or parts.path)):
+        raise SeriesError(
+            f"{TORCH_INDEX_ENV}={index!r} is not a package index URL (such as https://download.pytorch.org/whl/cpu); "
+            "correct it, or unset it to use PyPI alone"
+        )
+    return index
 
 
 def companion_requirements(torch_version: str) -> list[str]:
@@ -90,7 +107,7 @@ def ensure_environment(
     check_python(torch_version, release, _python_version(py_tag))
     venv = ws.venvs / f"{py_tag}-torch{torch_version}-{tree.name}"
     requirements = [f"torch=={torch_version}", *companion_requirements(torch_version), *TEST_REQUIREMENTS, *extra]
-    index = os.environ.get(TORCH_INDEX_ENV, "").strip()
+    index = torch_index()
     recipe = "\n".join([str(tree), *requirements, *([f"index: {index}"] if index else [])]) + "\n"
     ready = venv / _READY
     if ready.is_file() and ready.read_text() == recipe:
@@ -209,16 +226,33 @@ def _refuse_running_installer(pid_file: Path, venv: Path) -> None:
 
 
 def _reason(output: str) -> str:
-    """The line of an installer's output that says why: uv's "Because ..." or pip's "No matching distribution"."""
-    lines = [line.strip(" ╰─▶×│") for line in output.splitlines() if line.strip(" ╰─▶×│")]
+    """What an installer's output gives as the cause: the last line of uv's chain of causes (with the address it
+    could not fetch, if any), pip's last ``ERROR:`` line, or pip's conflict report; hints and notices left out.
+
+    uv names what it was doing first (``Failed to build `lightning @ ...```) and the cause last (``Connection
+    refused``, ``No space left on device``, ``Because ... unsatisfiable``).
+    """
+    lines = [line.strip(" ╰─▶×│") for line in output.splitlines()]
+    lines = [line for line in lines if line and not line.startswith(_NOT_CAUSES)]
     requested = [line for line in lines if line.startswith("The user requested")]
     if requested:  # pip's conflict report: what was asked for against what constrains it
         return "; ".join(requested)
-    for marker in ("Because ", "No matching distribution", "ERROR: ", "error: "):
-        found = [line for line in lines if marker in line]
-        if found:
-            return found[0]
-    return lines[-1] if lines else ""
+    pip_errors = [line for line in lines if line.startswith("ERROR: ")]
+    if pip_errors:
+        return pip_errors[-1]
+    if not lines:
+        return ""
+    cause = _unchained(lines[-1])
+    fetched = [line for line in lines[:-1] if "Failed to fetch:" in line]
+    return f"{cause} ({_unchained(fetched[-1])})" if fetched else cause
+
+
+def _unchained(line: str) -> str:
+    """A line of uv's chain of causes without its ``cause:`` marker."""
+    for marker in _CAUSE_MARKERS:
+        if line.startswith(marker):
+            return line[len(marker) :]
+    return line
 
 
 def _python_version(py_tag: str) -> tuple[int, int]:
