@@ -209,3 +209,48 @@ def test_closed_pipe_is_not_a_traceback(synthetic):
 
     assert stderr == ""
     assert proc.returncode == 141
+
+
+def _empty_repository(path):
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    return path
+
+
+def test_a_git_failure_names_gits_own_error_not_its_usage_line(tmp_path):
+    from patchseries.errors import SeriesError
+    from patchseries.gitcmd import out
+
+    repo = _empty_repository(tmp_path / "empty")
+
+    with pytest.raises(SeriesError) as raised:
+        out("rev-parse", "HEAD", cwd=repo)
+
+    assert str(raised.value).startswith("git rev-parse HEAD failed: fatal: ambiguous argument 'HEAD'")
+    assert "git <command>" not in str(raised.value)
+
+
+def test_apply_on_an_empty_checkout_says_it_has_no_commits(synthetic, tmp_path):
+    empty = _empty_repository(tmp_path / "empty")
+
+    proc = synthetic.run("apply", "--checkout", str(empty))
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == (
+        f"error: --checkout {empty} has no commits; pass a clone of upstream that has the tag 1.0"
+    )
+
+
+def test_export_from_a_tree_without_a_base_branch_says_so(synthetic, tmp_path):
+    tree = _empty_repository(tmp_path / "tree")
+    subprocess.run(["git", "-C", str(tree), "checkout", "-q", "-b", "series"], check=True)
+    env = ["-c", "user.name=A", "-c", "user.email=a@invalid"]
+    subprocess.run(["git", "-C", str(tree), *env, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+
+    proc = synthetic.run("export", "--tree", str(tree))
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: {tree} has no branch 'base' to export the series against; export from a tree that `python -m "
+        "patchseries apply` made (its branch base is the pinned release)"
+    ]

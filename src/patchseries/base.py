@@ -130,6 +130,9 @@ def checkout_base(ws: Workspace, pin: Pin, checkout: Path, force_base: bool, log
         raise SeriesError(f"--checkout {checkout} is not a git checkout")
     if not gitcmd.is_clean(checkout):
         raise SeriesError(f"--checkout {checkout} has uncommitted changes; commit or stash them first")
+    if git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=checkout, check=False).returncode != 0:
+        wanted = f"the commit {pin.commit[:12]}" if pin.commit else f"the tag {pin.tag}"
+        raise SeriesError(f"--checkout {checkout} has no commits; pass a clone of upstream that has {wanted}")
     head = out("rev-parse", "HEAD", cwd=checkout)
     if pin.commit:  # a series against an upstream commit: use that commit of the clone, wherever HEAD is
         head = head if force_base else _pinned_commit(checkout, pin.commit)

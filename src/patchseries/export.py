@@ -61,6 +61,11 @@ def export_series(
         )
     if git("rev-parse", "--verify", "--quiet", branch, cwd=repo, check=False).returncode != 0:
         raise SeriesError(f"{repo} has no branch {branch!r}; run `patchseries apply` first, or pass --branch")
+    if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=repo, check=False).returncode != 0:
+        raise SeriesError(
+            f"{repo} has no branch {base!r} to export the series against; export from a tree that `python -m "
+            "patchseries apply` made (its branch base is the pinned release)"
+        )
     if out("rev-list", "--merges", f"{base}..{branch}", cwd=repo):
         raise SeriesError(f"{base}..{branch} contains merge commits; a patch series must be linear (rebase it)")
     if not out("rev-list", f"{base}..{branch}", cwd=repo):

@@ -48,10 +48,20 @@ def git(
     full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", **(env or {})}
     proc = subprocess.run(command, cwd=cwd, env=full_env, input=stdin, capture_output=True, text=True, check=False)
     if check and proc.returncode != 0:
-        detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        last = detail[-1] if detail else f"exit status {proc.returncode}"
-        raise SeriesError(f"git {_short(args)} failed: {last}")
+        raise SeriesError(f"git {_short(args)} failed: {failure_cause(proc)}")
     return proc
+
+
+def failure_cause(proc: subprocess.CompletedProcess[str]) -> str:
+    """The line of a failed git command's output that says why: its last ``fatal:`` or ``error:`` line.
+
+    git's last line is often not the cause: a usage reminder (``'git <command> [<revision>...] -- [<file>...]'``
+    after an unknown revision) or a hint.
+    """
+    detail = [line.strip() for line in (proc.stderr.strip() or proc.stdout.strip()).splitlines() if line.strip()]
+    causes = [line for line in detail if line.startswith(("fatal:", "error:"))]
+    others = [line for line in detail if not line.startswith("hint:")]
+    return (causes or others or [f"exit status {proc.returncode}"])[-1]
 
 
 def out(*args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
