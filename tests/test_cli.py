@@ -254,3 +254,34 @@ def test_export_from_a_tree_without_a_base_branch_says_so(synthetic, tmp_path):
         f"error: {tree} has no branch 'base' to export the series against; export from a tree that `python -m "
         "patchseries apply` made (its branch base is the pinned release)"
     ]
+
+
+def test_check_onto_with_a_checkout_that_is_not_a_git_checkout_says_so(synthetic, tmp_path):
+    (tmp_path / "plain").mkdir()
+
+    proc = synthetic.run("check", "--onto", "master", "--checkout", str(tmp_path / "plain"))
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"error: --checkout {tmp_path / 'plain'} is not a git checkout"]
+
+
+def test_forward_of_a_series_pinned_to_a_commit_names_the_release_series(synthetic, upstream_clone):
+    forward_dir = synthetic.ws.patches / "master"
+    forward_dir.mkdir()
+    for patch in synthetic.ws.patches.glob("*.patch"):
+        (forward_dir / patch.name).write_bytes(patch.read_bytes())
+    (forward_dir / "series").write_bytes(synthetic.ws.series_file.read_bytes())
+    head = subprocess.run(["git", "-C", str(upstream_clone), "rev-parse", "HEAD"], capture_output=True, text=True)
+    (forward_dir / "base.toml").write_text(
+        '[base]\nname = "fakelib"\nversion = "master"\ngit_url = "https://git.invalid/fakelib.git"\n'
+        f'commit = "{head.stdout.strip()}"\n'
+    )
+
+    proc = cli("forward", "--patches", str(forward_dir), "--checkout", str(upstream_clone))
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: {forward_dir} is a forward series (its base.toml pins upstream commit {head.stdout.strip()[:12]}, "
+        "not a release); forward re-makes a release series: pass --patches DIR of the release series, whose "
+        "forward series is DIR/master"
+    ]

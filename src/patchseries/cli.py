@@ -245,6 +245,12 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.forward import forward_series
 
     release_pin, release_patches = pipeline.load(ws)
+    if release_pin.commit:  # `--patches patches/master`: that is the forward series itself
+        raise SeriesError(
+            f"{ws.patches} is a forward series (its base.toml pins upstream commit {release_pin.commit[:12]}, not a "
+            f"release); forward re-makes a release series: pass --patches DIR of the release series, whose forward "
+            f"series is DIR/{FORWARD_DIR}"
+        )
     target_dir = args.to or ws.patches / FORWARD_DIR
     target = load_pin(target_dir / "base.toml")
     if not target.commit:
@@ -316,6 +322,8 @@ def _check_onto(args: argparse.Namespace, pin: Pin, patches: list[Patch]) -> int
 
     if args.checkout is None:
         raise SeriesError("check --onto needs --checkout PATH, an upstream clone that has the ref")
+    if not (args.checkout / ".git").exists():
+        raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
     standings = check_onto(args.checkout.resolve(), args.onto, pin.where, patches)
     width = max(len(s.patch) for s in standings)
     for standing in standings:
