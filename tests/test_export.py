@@ -326,3 +326,30 @@ def test_an_export_interrupted_anywhere_leaves_the_old_series_or_the_new_one_and
     assert interrupted >= 3
     assert _snapshot(patches) == new
     assert sorted(p.name for p in patches.iterdir() if p.is_dir()) == []
+
+
+def _to_crlf(path):
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+
+
+def test_a_crlf_series_file_is_drift(synthetic):
+    _to_crlf(synthetic.ws.series_file)
+
+    assert read_series(synthetic.ws.series_file)  # still readable
+    assert _drift(synthetic) == [
+        "series file has CRLF line endings, which export does not write; re-export with `patchseries export`"
+    ]
+
+
+def test_a_crlf_patch_is_named_as_crlf_and_the_rest_is_still_checked(synthetic):
+    first, second = sorted(synthetic.ws.patches.glob("*.patch"))
+    _to_crlf(first)
+    second.write_text(second.read_text().replace("+- Fixed the answer", "+- Fixed the answer!"))  # a hand edit
+
+    problems = _drift(synthetic)
+
+    assert problems == [
+        f"{first.name} has CRLF line endings, which export does not write; re-export it with `patchseries export` "
+        "(or convert it back, e.g. with dos2unix)",
+        f"{second.name} differs from a fresh export; re-export it with `patchseries export`",
+    ]

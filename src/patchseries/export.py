@@ -186,12 +186,20 @@ def drift_report(
             if len(left_out) == len(patch.changes):
                 continue
             excludes = [f"--exclude={path}" for path in left_out]
-            check = git("apply", "--check", "--whitespace=error", *excludes, patch.path, cwd=scratch, check=False)
+            source = patch.path
+            if has_crlf(patch.path):  # `git am` strips the CRs, `git apply` does not: check the rest on LF
+                report.problems.append(
+                    f"{patch.name} has CRLF line endings, which export does not write; re-export it with "
+                    "`patchseries export` (or convert it back, e.g. with dos2unix)"
+                )
+                source = Path(tmp) / patch.name
+                source.write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
+            check = git("apply", "--check", "--whitespace=error", *excludes, source, cwd=scratch, check=False)
             if check.returncode != 0:
                 reason = (check.stderr.strip().splitlines() or ["does not apply"])[-1]
                 report.problems.append(f"{patch.name}: {reason}")
                 return report
-            git("am", "--quiet", "--committer-date-is-author-date", *excludes, patch.path, cwd=scratch,
+            git("am", "--quiet", "--committer-date-is-author-date", *excludes, source, cwd=scratch,
                 env=TOOL_IDENTITY)  # fmt: skip
             applied.append(patch)
         exported = Path(tmp) / "exported"
@@ -216,14 +224,25 @@ def _differences(
         left_out = unchecked.get(name)
         if (_comparable(old, left_out) != _comparable(new, [])) if left_out else old != new:
             problems.append(f"{name} differs from a fresh export; re-export it with `patchseries export`")
-    if renumbered:  # the fresh series lacks the skipped patches: check the committed one's form instead
+    series = (patches_dir / "series").read_bytes().decode()  # as it is: read_text() would turn CRLF into LF
+    if "\r" in series:
+        problems.append(
+            "series file has CRLF line endings, which export does not write; re-export with `patchseries export`"
+        )
+    elif renumbered:  # the fresh series lacks the skipped patches: check the committed one's form instead
         numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]
         expected = SERIES_HEADER + "".join(f"{p.name}\n" for p in patches)
-        if [p.name[:5] for p in patches] != numbered or (patches_dir / "series").read_text() != expected:
+        if [p.name[:5] for p in patches] != numbered or series != expected:
             problems.append("series file or patch numbers differ from what export writes; re-export")
-    elif (patches_dir / "series").read_text() != (exported / "series").read_text():
+    elif series != (exported / "series").read_text():
         problems.append("series file differs from a fresh export; re-export with `patchseries export`")
     return problems
+
+
+def has_crlf(patch: Path) -> bool:
+    """Whether a patch file was converted to CRLF line endings: its ``From`` line, which git writes, ends in CR."""
+    with patch.open("rb") as handle:
+        return handle.readline().endswith(b"\r\n")
 
 
 def _comparable(text: str, left_out: list[str]) -> tuple[str, list[str]]:
