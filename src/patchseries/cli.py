@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from patchseries import __version__
+from patchseries.atomic import write_file
 from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_index
 from patchseries.errors import SeriesError
 from patchseries.lock import workdir_lock
@@ -283,15 +284,15 @@ def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
             matrix.refresh_compile_stats(ws, rows, make_log(), installer=args.installer)
             out_dir.mkdir(parents=True, exist_ok=True)
             saved = out_dir / "matrix.json"
-            saved.write_text(matrix.to_json(rows, made_on))
+            write_file(saved, matrix.to_json(rows, made_on))
     else:
         versions = args.torch or list(matrix.DEFAULT_VERSIONS)
         rows, made_on = matrix.run_matrix(ws, versions, make_log(), installer=args.installer), None
         out_dir.mkdir(parents=True, exist_ok=True)
-        saved.write_text(matrix.to_json(rows))
+        write_file(saved, matrix.to_json(rows))
     table = matrix.to_markdown(rows, made_on)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "matrix.md").write_text(table)
+    write_file(out_dir / "matrix.md", table)
     missing = matrix.missing_results(rows)
     written = [*([saved] if saved != args.from_json else []), out_dir / "matrix.md"]
     if args.write_readme and not missing:
