@@ -13,7 +13,8 @@ from patchseries.base import BASE_BRANCH, BaseTree
 from patchseries.changed_lines import ChangedLines, measure_tree
 from patchseries.docs import DOCS_REQUIREMENTS, changed_pages, run_docs_gate
 from patchseries.environment import ensure_environment
-from patchseries.harness import write_harness
+from patchseries.harness import series_test_files, write_harness
+from patchseries.hooks import run_hooks
 from patchseries.paths import Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
@@ -143,9 +144,11 @@ def run_main_job(
         changed_report = changed.write(reports, title)
     upstream = []
     if upstream_checkout:
-        upstream = [run_upstream_tests(ws, env, tree, log), *run_static_gates(ws, env, tree, log)]
+        not_upstream = (*prepared.acceptance.modules, *series_test_files(prepared.patches))
+        upstream = [run_upstream_tests(ws, env, tree, log, not_upstream), *run_static_gates(ws, env, tree, log)]
         docs = run_docs_gate(ws, env, tree, log)
         upstream += [docs] if docs else []
+        upstream += run_hooks(ws, tree, log)
     return JobResult(prepared, torch, outcome, upstream, changed, changed_report, ran)
 
 
