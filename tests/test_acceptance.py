@@ -149,3 +149,19 @@ def test_cases_are_counted_per_group_with_classes_and_import_errors(tmp_path):
     }
 
     assert acceptance.ran_per_group(junit, groups) == {"acceptance suite": 2, "patches' tests": 1}
+
+
+def test_the_matrix_runs_the_suite_on_both_sides(synthetic, suite):
+    from patchseries import matrix
+
+    prepared = pipeline.prepare(synthetic.ws, pipeline.BaseChoice(), quiet)
+    before = matrix._tree_without_series(synthetic.ws, prepared)
+
+    assert prepared.test_modules() == [
+        "tests/tests_fabric/test_fabric_accept.py",
+        "tests/tests_pytorch/core/test_accept.py",
+        "tests/tests_pytorch/core/test_answer.py",
+    ]
+    for module in prepared.test_modules():
+        assert (before / module).is_file()
+    assert "return 41" in (before / "src/fakelib/core.py").read_text()  # the base, without the series
