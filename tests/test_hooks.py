@@ -138,7 +138,8 @@ def fake_hooks(tmp_path, monkeypatch):
     """Each hook's environment holds a stand-in of its command."""
     venv = tmp_path / "fake-env"
     (venv / "bin").mkdir(parents=True)
-    for name, script in {"trailing-whitespace-fixer": FIXER, "check-added-large-files": "", "codespell": CHECKER,
+    crash = "import sys\nprint('Traceback: boom', file=sys.stderr)\nsys.exit(2)\n"  # fails on any file, as on the base
+    for name, script in {"trailing-whitespace-fixer": FIXER, "check-added-large-files": crash, "codespell": CHECKER,
                          "ruff": "", "docformatter": ""}.items():  # fmt: skip
         path = venv / "bin" / name
         path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(script))
@@ -162,6 +163,7 @@ def test_only_what_the_base_does_not_have_fails_and_the_tree_is_not_touched(tmp_
     assert codespell.checked == 3
     assert codespell.new == ["a.py: teh ==> the"]  # a second copy of the base's typo, its line number left out
     assert codespell.pre_existing == ["a.py: teh ==> the"]
+    assert comparisons["pre-commit check-added-large-files"].new == ["exit status 2: Traceback: boom"]
     assert comparisons["pre-commit prettier"].line().startswith("pre-commit prettier: not run: prettier is an npm")
     assert comparisons["pre-commit ruff (--fix --unsafe-fixes)"].line() == (
         "pre-commit ruff (--fix --unsafe-fixes): 2 checked, no new failure, 0 pre-existing"

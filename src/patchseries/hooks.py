@@ -127,6 +127,7 @@ NOT_ON_PYPI = {
 _LOCATION = re.compile(r"^(?P<path>[^:\s]+):\d+(?::\d+)?:?\s*")
 _NUMBERED = re.compile(r"\b(line|lines|column|col|char)\s+\d+", re.IGNORECASE)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CRASH = "exit status "  # how a failure that names no file is reported
 
 
 @dataclass
@@ -259,8 +260,10 @@ def run_hooks(ws: Workspace, tree: Path, log: Log) -> list[Comparison]:
                 continue
             after = _run_on(hook, config, scratch, changed, venvs[id(hook)])
             comparison = Comparison(hook.label, checked=len(_selected(hook, config, scratch, changed)))
-            comparison.new = sorted((after - before[id(hook)]).elements())
-            comparison.pre_existing = sorted((after & before[id(hook)]).elements())
+            # a hook that fails without naming a file (it crashed, e.g. on this Python) fails even if it did on the base
+            crashed = Counter({finding: n for finding, n in after.items() if finding.startswith(_CRASH)})
+            comparison.new = sorted((after - before[id(hook)] | crashed).elements())
+            comparison.pre_existing = sorted((after & before[id(hook)] - crashed).elements())
             comparisons.append(comparison)
     return comparisons
 
@@ -329,7 +332,7 @@ def output_findings(output: str, files: list[str], rewritten: set[str], returnco
         found.append(line)
     if not named and not rewritten:  # a fixer's exit status says it rewrote files, which are reported line by line
         last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "no output")
-        found.append(f"exit status {returncode}: {_NUMBERED.sub(lambda m: f'{m.group(1)} N', _ANSI.sub('', last))}")
+        found.append(f"{_CRASH}{returncode}: {_NUMBERED.sub(lambda m: f'{m.group(1)} N', _ANSI.sub('', last))}")
     return found
 
 
