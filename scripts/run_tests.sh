@@ -9,7 +9,7 @@ cd "$ROOT" || exit 2
 # elsewhere must not make the suite pass where a fresh machine would fail.
 git_dir="$(dirname "$(command -v git)")"
 export PATH="$TOOL_ENV/bin:$git_dir:/usr/bin:/bin"
-"$TOOL_ENV/bin/python" -m ruff check src tests benchmarks reproducers
-"$TOOL_ENV/bin/python" -m ruff format --check src tests benchmarks reproducers
+"$TOOL_ENV/bin/python" -m ruff check src tests benchmarks reproducers acceptance
+"$TOOL_ENV/bin/python" -m ruff format --check src tests benchmarks reproducers acceptance
 "$TOOL_ENV/bin/python" -m mypy
 exec "$TOOL_ENV/bin/python" -m pytest "$@"

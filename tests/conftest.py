@@ -81,7 +81,7 @@ def write_pin(patches: Path, sdist: Path, **overrides: str) -> None:
 
 
 def git(tree: Path, *args: str) -> str:
-    env_args = ["-c", "user.name=Test Author", "-c", "user.email=author@invalid"]
+    env_args = ["-c", "user.name=Test Author", "-c", "user.email=author@example.com"]
     proc = subprocess.run(["git", *env_args, *args], cwd=tree, capture_output=True, text=True, check=True)
     return proc.stdout.strip()
 

@@ -353,3 +353,48 @@ def test_a_crlf_patch_is_named_as_crlf_and_the_rest_is_still_checked(synthetic):
         "(or convert it back, e.g. with dos2unix)",
         f"{second.name} differs from a fresh export; re-export it with `patchseries export`",
     ]
+
+
+def _authors(patches_dir):
+    return {
+        line for p in patches_dir.glob("*.patch") for line in p.read_text().splitlines() if line.startswith("From:")
+    }
+
+
+def test_export_author_sets_every_from_line_keeps_the_rest_and_passes_the_drift_check(synthetic):
+    before = {p.name: p.read_text() for p in synthetic.ws.patches.glob("*.patch")}
+    export = ("export", "--tree", str(synthetic.tree))
+
+    proc = synthetic.run(*export, "--author", "José Réviewer <jose@example.com>")
+
+    assert proc.returncode == 0, proc.stderr
+    assert _authors(synthetic.ws.patches) == {"From: =?UTF-8?q?Jos=C3=A9=20R=C3=A9viewer?= <jose@example.com>"}
+    for name, text in before.items():  # only the From: line differs: dates, message and diff are the commits'
+        after = (synthetic.ws.patches / name).read_text()
+        assert [line for line in after.splitlines() if not line.startswith("From:")] == [
+            line for line in text.splitlines() if not line.startswith("From:")
+        ]
+    assert git(synthetic.tree, "log", "-1", "--format=%ae", "series") == "author@example.com"  # branch unchanged
+    assert _drift(synthetic) == []  # git am keeps that author, so a fresh export is the same
+
+
+def test_export_refuses_a_placeholder_author_and_writes_nothing(synthetic, monkeypatch):
+    before = {p.name: p.read_bytes() for p in synthetic.ws.patches.glob("*")}
+    git(synthetic.tree, "commit", "-q", "--amend", "--no-edit", "--author=Series <series@invalid>")
+    export = ("export", "--tree", str(synthetic.tree))
+
+    by_default = synthetic.run(*export)
+    given = synthetic.run(*export, "--author", "Someone <someone@tests.invalid>")
+    malformed = synthetic.run(*export, "--author", "no address")
+    after_refusals = {p.name: p.read_bytes() for p in synthetic.ws.patches.glob("*")}
+    monkeypatch.setenv("PATCHSERIES_AUTHOR", "Env Author <env@example.com>")
+    from_env = synthetic.run(*export)
+
+    assert by_default.returncode == 2
+    assert "placeholder author Series <series@invalid>; pass --author" in by_default.stderr
+    assert given.returncode == malformed.returncode == 2
+    assert "@invalid placeholder" in given.stderr
+    assert "is not an identity of the form 'Name <email>'" in malformed.stderr
+    assert from_env.returncode == 0, from_env.stderr
+    assert _authors(synthetic.ws.patches) == {"From: Env Author <env@example.com>"}
+    assert after_refusals == before

@@ -1,4 +1,4 @@
-"""`forward`: the release series re-made onto an upstream commit, CHANGELOG entries re-placed, DEP-3 trailers."""
+"""`forward`: the release series re-made onto an upstream commit, CHANGELOG entries re-placed, no DEP-3 trailers."""
 
 from __future__ import annotations
 
@@ -70,9 +70,9 @@ def test_forward_carries_what_upstream_lacks_with_entries_under_their_heading(sy
     assert "- Added a feature upstream" in unreleased
     assert (clone / "src/fakelib/__init__.py").read_text() == "VERSION = '1.0.1'\n"
     version_patch = (forward_dir / names[1]).read_text()
-    assert "Forwarded: no" in version_patch
-    assert "Upstream-Status" not in version_patch
-    assert "Bug: none" not in version_patch
+    for key in ("Forwarded:", "Upstream-Status:", "Bug:"):
+        assert key not in version_patch
+    assert "From: Test Author <author@example.com>" in version_patch  # the commits' own author by default
 
 
 def test_forward_series_passes_its_drift_check_on_the_pinned_commit(synthetic, master):
@@ -103,11 +103,66 @@ def test_forward_with_a_conflict_names_the_file_and_writes_nothing(synthetic, ma
     assert sorted(p.name for p in forward_dir.iterdir()) == ["base.toml"]
 
 
-def test_forward_message_uses_dep3_trailers():
+def test_forward_message_drops_dep3_trailers_and_keeps_the_rest():
     message = "Fix it\n\nBody.\n\nUpstream-Status: Pending [not yet submitted]\nBug: https://x.invalid/1\n"
+    mixed = "Fix it\n\nBody.\n\nOrigin: upstream, abc\nForwarded: no\nBug-Debian: 1\nSigned-off-by: A <a@example.com>\n"
 
-    assert forward_message(message) == "Fix it\n\nBody.\n\nForwarded: no\nBug: https://x.invalid/1\n"
-    assert "Bug" not in forward_message("Fix it\n\nUpstream-Status: Pending\nBug: none filed upstream\n")
+    assert forward_message(message) == "Fix it\n\nBody.\n"
+    assert forward_message(mixed) == "Fix it\n\nBody.\n\nSigned-off-by: A <a@example.com>\n"
+    # a last paragraph that is not a trailer block is body text, kept as it is
+    assert (
+        forward_message("Fix it\n\nNote: the bug is old.\nSee above.\n")
+        == "Fix it\n\nNote: the bug is old.\nSee above.\n"
+    )
+
+
+def test_forward_keeps_the_files_of_the_forward_folder_it_did_not_write(synthetic, master):
+    forward_dir = synthetic.ws.patches / "master"
+    (forward_dir / "drafts").mkdir()
+    (forward_dir / "drafts" / "fabric-unwrap-issue.md").write_text("# Draft issue\n")
+    (forward_dir / "NOTES.md").write_text("notes\n")
+
+    for _ in range(2):  # a second run replaces its own patches, and only those
+        assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+
+    assert (forward_dir / "drafts" / "fabric-unwrap-issue.md").read_text() == "# Draft issue\n"
+    assert (forward_dir / "NOTES.md").read_text() == "notes\n"
+
+
+def test_forward_author_option_and_environment_set_every_from_line(synthetic, master, monkeypatch):
+    forward_dir = synthetic.ws.patches / "master"
+
+    by_option = synthetic.run("forward", "--checkout", str(master), "--author", "Jane Doe <jane@example.com>")
+    froms = {
+        line for p in forward_dir.glob("*.patch") for line in p.read_text().splitlines() if line.startswith("From:")
+    }
+    monkeypatch.setenv("PATCHSERIES_AUTHOR", "Env Author <env@example.com>")
+    by_env = synthetic.run("forward", "--checkout", str(master))
+    env_froms = {
+        line for p in forward_dir.glob("*.patch") for line in p.read_text().splitlines() if line.startswith("From:")
+    }
+
+    assert by_option.returncode == 0, by_option.stderr
+    assert froms == {"From: Jane Doe <jane@example.com>"}
+    assert by_env.returncode == 0, by_env.stderr
+    assert env_froms == {"From: Env Author <env@example.com>"}
+
+
+def test_forward_refuses_a_placeholder_author_and_writes_nothing(synthetic, master):
+    forward_dir = synthetic.ws.patches / "master"
+
+    given = synthetic.run("forward", "--checkout", str(master), "--author", "Series <series@invalid>")
+    git(synthetic.tree, "commit", "-q", "--amend", "--no-edit", "--author=Series <series@invalid>")
+    from patchseries.export import export_series
+
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+    default = synthetic.run("forward", "--checkout", str(master))
+
+    assert given.returncode == 2
+    assert given.stderr.startswith("error: --author 'Series <series@invalid>' has an @invalid placeholder address")
+    assert default.returncode == 2
+    assert "placeholder author Series <series@invalid>" in default.stderr
+    assert sorted(p.name for p in forward_dir.iterdir()) == ["base.toml"]
 
 
 def test_a_series_pinned_to_a_commit_refuses_the_sdist_and_applies_on_a_checkout(synthetic, master):
@@ -122,18 +177,6 @@ def test_a_series_pinned_to_a_commit_refuses_the_sdist_and_applies_on_a_checkout
     assert "--checkout PATH" in on_sdist.stderr
     assert on_checkout.returncode == 0, on_checkout.stdout + on_checkout.stderr
     assert "applied 0002-Fix-the-version.patch" in on_checkout.stdout + on_checkout.stderr
-
-
-def test_forward_message_maps_a_submission_to_its_url_and_keeps_a_free_text_bug_in_the_body():
-    message = (
-        "Fix it\n\nBody.\n\nUpstream-Status: Submitted [https://x.invalid/pull/7]\n"
-        "Bug: https://x.invalid/1 https://x.invalid/2\n"
-    )
-    assert forward_message(message) == (
-        "Fix it\n\nBody.\n\nForwarded: https://x.invalid/pull/7\nBug: https://x.invalid/1\nBug: https://x.invalid/2\n"
-    )
-    free = forward_message("Fix it\n\nBody.\n\nUpstream-Status: Pending\nBug: none filed upstream; found by a test\n")
-    assert free == "Fix it\n\nBody.\n\nUpstream bug report: none filed upstream; found by a test.\n\nForwarded: no\n"
 
 
 ENTRY_PATCH = (

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from patchseries.base import sdist_base
-from patchseries.export import drift_report
+from patchseries.export import drift_report, is_placeholder
+from patchseries.forward import DEP3_KEYS, _changelog_hunks
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
@@ -21,6 +22,10 @@ from patchseries.series import read_series
 pytestmark = pytest.mark.network
 WS = Workspace.default()
 REQUIRED_TRAILERS = ("Upstream-Status", "Bug")
+# Checks that today's patches fail and that series v4 (issue #22, being rewritten) is to pass
+V4 = pytest.mark.xfail(strict=False, reason="series v4 in progress")
+MAX_SUBJECT = 72  # upstream's (and git's) limit for a pull request's title
+MAX_CHANGELOG_ENTRY = 240  # one sentence, as upstream's entries (90th percentile 214 characters)
 
 
 @pytest.fixture(scope="module")
@@ -95,12 +100,53 @@ def test_forward_series_is_pinned_to_a_full_upstream_commit():
     assert not pin.has_sdist
 
 
+@V4
 @pytest.mark.parametrize("patch", read_series(FORWARD / "series"), ids=lambda p: p.name[:4])
-def test_every_forward_patch_has_dep3_trailers_and_a_changelog_entry(patch):
-    trailers = dict(patch.trailers)
-    assert trailers.get("Forwarded") == "no"
-    assert "Upstream-Status" not in trailers
-    assert all(value.startswith("https://") for key, value in patch.trailers if key == "Bug")
+def test_no_forward_patch_carries_dep3_trailers(patch):
+    """The forward patches are pull requests: upstream's commits carry no DEP-3 trailers (the release series does)."""
+    dep3 = [key for key, _ in patch.trailers if key in DEP3_KEYS or key.startswith("Bug-")]
+    assert not dep3, f"{patch.name} has the DEP-3 trailers {dep3}"
+
+
+@V4
+@pytest.mark.parametrize("patch", read_series(FORWARD / "series"), ids=lambda p: p.name[:4])
+def test_every_forward_subject_fits_a_pull_request_title(patch):
+    assert len(patch.subject) <= MAX_SUBJECT, f"{patch.name}: {len(patch.subject)} characters: {patch.subject}"
+
+
+SERIES_PATCHES = [*read_series(WS.series_file), *read_series(FORWARD / "series")]
+
+
+def _series_id(patch) -> str:
+    return f"{'master-' if patch.path.parent == FORWARD else ''}{patch.name[:4]}"
+
+
+@V4
+@pytest.mark.parametrize("patch", SERIES_PATCHES, ids=_series_id)
+def test_every_changelog_entry_is_one_short_line_with_a_link(patch):
+    """As upstream writes them: one line, one sentence of at most 240 characters, with the issue's or PR's link.
+
+    A backport's entry is upstream's own text, and is left as it is.
+    """
+    if "Backport" in dict(patch.trailers).get("Upstream-Status", ""):
+        pytest.skip("a backport carries upstream's own entry")
+    entries = [text for _, _, added in _changelog_hunks(patch.path.read_text()) for _, text in added]
+    for entry in entries:
+        assert "\n" not in entry, f"{patch.name}: an entry of more than one line: {entry[:80]}..."
+        assert len(entry) <= MAX_CHANGELOG_ENTRY, f"{patch.name}: {len(entry)} characters: {entry[:80]}..."
+        assert "(https://" in entry, f"{patch.name}: no (https://...) link: {entry[:80]}..."
+
+
+@V4
+@pytest.mark.parametrize("patch", SERIES_PATCHES, ids=_series_id)
+def test_no_patch_has_a_placeholder_author(patch):
+    author = next((line for line in patch.path.read_text().splitlines() if line.startswith("From: ")), "")
+    assert author
+    assert not is_placeholder(author), f"{patch.name}: {author}"
+
+
+@pytest.mark.parametrize("patch", read_series(FORWARD / "series"), ids=lambda p: p.name[:4])
+def test_every_forward_patch_has_a_changelog_entry(patch):
     touched = [c.path for c in patch.changes]
     for package in ("pytorch", "fabric"):
         if any(p.startswith(f"src/lightning/{package}/") and p.endswith(".py") for p in touched):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchseries.paths import Workspace
-from patchseries.upstream import Comparison, _split, requirement_args
+from patchseries.upstream import UPSTREAM_MODULES, Comparison, _module_of, _split, requirement_args
 
 
 def test_requirements_come_from_upstream_files_without_their_torch_pin(tmp_path):
@@ -37,3 +37,33 @@ def test_failures_the_base_also_has_are_pre_existing():
     assert comparison.new == ["test_a::x"]
     assert comparison.pre_existing == ["test_b::y"]
     assert comparison.line() == "upstream tests: 10 checked, 1 NEW: test_a::x, 1 pre-existing"
+
+
+def test_widened_modules_cover_the_code_the_series_changes():
+    for module in (
+        "tests/tests_pytorch/core",
+        "tests/tests_pytorch/trainer/optimization",
+        "tests/tests_pytorch/loops",
+        "tests/tests_pytorch/strategies",
+        "tests/tests_pytorch/plugins/precision",
+        "tests/tests_pytorch/models/test_hooks.py",
+        "tests/tests_pytorch/utilities/test_compile.py",
+        "tests/tests_fabric/test_wrappers.py",
+        "tests/tests_fabric/test_fabric.py",
+    ):
+        assert module in UPSTREAM_MODULES
+
+
+def test_a_failure_is_traced_to_its_module_for_the_rerun_on_the_base(tmp_path):
+    module = tmp_path / "tests" / "tests_pytorch" / "strategies" / "test_fsdp.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("")
+
+    assert _module_of(tmp_path, "tests.tests_pytorch.strategies.test_fsdp::test_x[1]") == str(
+        module.relative_to(tmp_path)
+    )
+    assert _module_of(tmp_path, "tests_pytorch.strategies.test_fsdp.TestCls::test_y") == str(
+        module.relative_to(tmp_path)
+    )
+    assert _module_of(tmp_path, "::tests.tests_pytorch.strategies.test_fsdp") == str(module.relative_to(tmp_path))
+    assert _module_of(tmp_path, "tests.tests_pytorch.gone::test_z") == ""

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 PROG_ENV = "PATCHSERIES_PROG"  # how the scripts name the main job in its help and errors
 FORWARD_DIR = "master"  # the forward series for upstream's default branch, beside the release series' patches
+AUTHOR_HELP = (
+    "the From: of every written patch (default: $PATCHSERIES_AUTHOR, else each commit's own author; an @invalid "
+    "placeholder is refused)"
+)
 SIGPIPE_STATUS = 141  # what a shell reports for a program that stopped writing into a closed pipe (`| head`)
 _ERRNO_PREFIX = re.compile(r"^\[Errno \d+\] ")
 _MAX_ERROR = 1000  # characters of an error line; a longer message keeps its start and its end
@@ -110,6 +114,12 @@ def _validate(args: argparse.Namespace) -> None:
             )
         for version in args.torch or []:
             parse_torch_version(version)
+    if args.command in ("export", "forward"):
+        from patchseries.export import AUTHOR_ENV, parse_identity
+
+        args.author = args.author or os.environ.get(AUTHOR_ENV) or None
+        if args.author:
+            parse_identity(args.author)
 
 
 @contextmanager
@@ -184,7 +194,10 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
             f"there is no tree to export at {tree}; run `python -m patchseries apply` to make it, or pass --tree"
         )
     lacks = load_pin(ws.pin_file).sdist_lacks
-    names = export_series(tree, ws.patches, branch=args.branch, lacks=lacks, drop_lacking=args.drop_missing)
+    names = export_series(
+        tree, ws.patches, branch=args.branch, lacks=lacks, drop_lacking=args.drop_missing, author=args.author,
+        refuse_placeholder_authors=True,
+    )  # fmt: skip
     print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
     unlisted = sorted(path.name for path in ws.patches.glob("*.patch") if path.name not in names)
     if unlisted:  # a contributor's files: export neither wrote nor removed them
@@ -258,7 +271,9 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
         raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')
     if not (args.checkout / ".git").exists():
         raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
-    results = forward_series(args.checkout.resolve(), release_pin, release_patches, target, target_dir)
+    results = forward_series(
+        args.checkout.resolve(), release_pin, release_patches, target, target_dir, author=args.author
+    )
     width = max(len(r.patch) for r in results)
     for result in results:
         detail = f" ({result.detail})" if result.detail else ""
@@ -404,6 +419,7 @@ def _parser() -> argparse.ArgumentParser:
         "--drop-missing", action="store_true", help="allow dropping hunks for upstream files the tree's base lacks "
         "(docs/, upstream tests/ on the sdist base)",
     )  # fmt: skip
+    export.add_argument("--author", metavar="'NAME <EMAIL>'", help=AUTHOR_HELP)
     export.set_defaults(handler=cmd_export)
     check = sub.add_parser("check", parents=[common], help="drift check, or with --onto: standing against a ref")
     check.add_argument("--onto", metavar="REF", help="report each patch against REF of --checkout (e.g. master)")
@@ -420,6 +436,7 @@ def _parser() -> argparse.ArgumentParser:
         "and the forward series' pinned commit",
     )  # fmt: skip
     forward.add_argument("--to", type=_directory, metavar="DIR", help=f"the forward series (default: {FORWARD_DIR}/)")
+    forward.add_argument("--author", metavar="'NAME <EMAIL>'", help=AUTHOR_HELP)
     forward.set_defaults(handler=cmd_forward)
     status = sub.add_parser("status", parents=[common], help="list each patch's upstream status trailers")
     status.set_defaults(handler=cmd_status)

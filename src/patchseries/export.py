@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,9 @@ FORMAT_PATCH_OPTIONS = (
     "--no-add-header",
 )
 _FORMAT_CONFIG = ("-c", "format.useAutoBase=false")
+AUTHOR_ENV = "PATCHSERIES_AUTHOR"  # the author of every written patch when --author is not given
+_IDENTITY = re.compile(r"^(?P<name>[^<>]*[^<>\s])\s*<(?P<email>[^<>\s@]+@[^<>\s@]+)>$")
+_FROM = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
@@ -41,6 +45,8 @@ def export_series(
     base: str = BASE_BRANCH,
     lacks: tuple[str, ...] = (),
     drop_lacking: bool = False,
+    author: str | None = None,
+    refuse_placeholder_authors: bool = False,
 ) -> list[str]:
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files plus ``series`` into ``patches_dir``.
 
@@ -51,6 +57,10 @@ def export_series(
     changes would silently stay behind. So is an export that would drop a committed patch's hunks for upstream files
     the tree's base lacks (``lacks``, e.g. ``docs/`` on the sdist base, where applying left them out), unless
     ``drop_lacking``.
+
+    ``author`` (``Name <email>``) is the ``From:`` of every patch, else each commit's own author; with
+    ``refuse_placeholder_authors`` (what ``export`` and ``forward`` write into ``patches/``) an ``@invalid`` author is
+    refused, so that no placeholder identity reaches a committed patch.
     """
     dirty = uncommitted_files(repo)
     if dirty:
@@ -72,9 +82,20 @@ def export_series(
         raise SeriesError(f"branch {branch!r} has no commits on top of {base!r}; nothing to export")
     staging = start_rewrite(patches_dir)
     try:
-        git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging,
-            f"{base}..{branch}", cwd=repo)  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="patchseries-export-") as tmp:
+            source, commits = (repo, f"{base}..{branch}")
+            if author is not None:
+                source, commits = _authored(repo, base, branch, author, tmp)
+            git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits,
+                cwd=source)  # fmt: skip
         names = sorted(p.name for p in staging.glob("*.patch"))
+        placeholders = [n for n in names if refuse_placeholder_authors and is_placeholder(_from(staging / n))]
+        if placeholders:
+            raise SeriesError(
+                f"{len(placeholders)} patches ({placeholders[0]}, ...) would have the placeholder author "
+                f"{_from(staging / placeholders[0])}; pass --author 'Name <email>' (or set {AUTHOR_ENV}), or commit "
+                "with your own identity; nothing was written"
+            )
         dropped = [] if drop_lacking else _dropped_hunks(repo, base, patches_dir, [staging / n for n in names], lacks)
         if dropped:
             raise SeriesError(
@@ -90,6 +111,44 @@ def export_series(
     finally:
         discard_uncommitted(patches_dir)
     return names
+
+
+def parse_identity(text: str) -> tuple[str, str]:
+    """``Name <email>`` -> ``(name, email)``; anything else, or an ``@invalid`` placeholder address, is refused."""
+    match = _IDENTITY.match(text.strip())
+    if match is None:
+        raise SeriesError(f"--author {text!r} is not an identity of the form 'Name <email>'")
+    if is_placeholder(match.group("email")):
+        raise SeriesError(f"--author {text!r} has an @invalid placeholder address; pass your own identity")
+    return match.group("name"), match.group("email")
+
+
+def is_placeholder(identity: str) -> bool:
+    """Whether an identity's address is in the reserved ``.invalid`` domain (``series@invalid``)."""
+    domain = identity.strip().rstrip(">").rsplit("@", 1)[-1].lower()
+    return "@" in identity and (domain == "invalid" or domain.endswith(".invalid"))
+
+
+def _from(patch: Path) -> str:
+    match = _FROM.search(patch.read_text().split("\n\n", 1)[0])
+    return " ".join(match.group("identity").split()) if match else ""
+
+
+def _authored(repo: Path, base: str, branch: str, author: str, tmp: str) -> tuple[Path, str]:
+    """A scratch clone holding ``base..branch`` re-committed with ``author`` (messages, trees and author dates kept),
+    and the range of those commits; ``repo`` itself is not changed."""
+    name, email = parse_identity(author)
+    scratch = Path(tmp) / "authored"
+    git("clone", "--quiet", "--shared", "--no-checkout", repo, scratch)
+    commits = out("rev-list", "--reverse", f"{base}..{branch}", cwd=repo).split()
+    start = parent = out("rev-parse", f"{commits[0]}^", cwd=repo)
+    for commit in commits:
+        message = git("cat-file", "commit", commit, cwd=repo).stdout.split("\n\n", 1)[1]
+        date = out("log", "-1", "--format=%ad", "--date=raw", commit, cwd=repo)
+        identity = {**TOOL_IDENTITY, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date}
+        tree = out("rev-parse", f"{commit}^{{tree}}", cwd=repo)
+        parent = git("commit-tree", tree, "-p", parent, cwd=scratch, env=identity, stdin=message).stdout.strip()
+    return scratch, f"{start}..{parent}"
 
 
 def _dropped_hunks(repo: Path, base: str, patches_dir: Path, exported: list[Path], lacks: tuple[str, ...]) -> list[str]:

@@ -5,7 +5,8 @@ Each patch of the release series is tried in order on a scratch clone at the for
 - a patch whose changes the target already has (the upstream commits it backports) is reported and not carried;
 - every other patch is re-applied with ``git am --3way``, without its CHANGELOG hunks, which never apply across
   releases; its CHANGELOG entries are then re-placed under the same heading (``### Fixed``, ...) of the target's
-  unreleased section, and its trailers become DEP-3 style (``Forwarded: no``, ``Bug:`` only as a URL);
+  unreleased section, and its DEP-3 trailers (``Upstream-Status:``, ``Bug:``, ...) are dropped: upstream's commits
+  carry none, and the forward patches are pull requests;
 - a patch that conflicts is reported with its files and left out; later patches are still tried, and nothing is
   written, so that the forward series never silently lacks a change of the release series.
 
@@ -32,7 +33,10 @@ _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 _INDEX = re.compile(r"^index [0-9a-f]+\.\.([0-9a-f]+)")
 _UNRELEASED = re.compile(r"^## \[unreleased\]", re.IGNORECASE)
-_URLS = re.compile(r"https?://[^\s\]\[]+")
+# DEP-3's fields (and the Upstream-Status the release series uses with them), which the forward series does not carry
+DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Description")
+_DEP3_BUG = re.compile(r"^Bug-[A-Za-z]+$")  # Bug-Debian, Bug-Ubuntu, ...
+_TRAILER = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*): ")
 # Keep a Changelog's order of the headings of a release section
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")
 
@@ -57,9 +61,13 @@ class Forwarded:
 
 
 def forward_series(
-    upstream: Path, release: Pin, release_patches: list[Patch], target: Pin, out_dir: Path
+    upstream: Path, release: Pin, release_patches: list[Patch], target: Pin, out_dir: Path, author: str | None = None
 ) -> list[Forwarded]:
-    """Write the forward series of ``release_patches`` onto ``target.commit`` of ``upstream`` into ``out_dir``."""
+    """Write the forward series of ``release_patches`` onto ``target.commit`` of ``upstream`` into ``out_dir``.
+
+    ``author`` is the ``From:`` of every patch (else the release patches' own authors); an ``@invalid`` one is refused.
+    Files of ``out_dir`` other than its patches and ``series`` (the pin, draft issue texts) are kept.
+    """
     for ref, what in ((f"refs/tags/{release.tag}", f"the release's tag {release.tag}"), (target.commit, "the target")):
         if git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=upstream, check=False).returncode != 0:
             raise SeriesError(f"{upstream} lacks {what} ({ref}); fetch it (git fetch origin --tags) and re-run")
@@ -78,7 +86,9 @@ def forward_series(
             return results  # nothing is written: a forward series with a hole would not be the release series
         if not any(r.status == "forwarded" for r in results):
             raise SeriesError(f"no patch of the series is left to forward onto {target.commit[:12]}")
-        export_series(scratch, out_dir, branch="forward", base="forward-base")
+        export_series(
+            scratch, out_dir, branch="forward", base="forward-base", author=author, refuse_placeholder_authors=True
+        )
     return results
 
 
@@ -104,26 +114,21 @@ def _forward_one(repo: Path, patch: Patch, entries: list[Entry], upstream_ids: d
 
 
 def forward_message(message: str) -> str:
-    """The release patch's message with DEP-3 trailers.
+    """The release patch's message without its DEP-3 trailers (see :data:`DEP3_KEYS`), otherwise unchanged.
 
-    ``Upstream-Status:`` becomes ``Forwarded:`` (the URL of a submitted patch, else ``no``); ``Bug:`` keeps one URL
-    per line, and a free-text ``Bug:`` (DEP-3 wants a URL there) moves into the body as a sentence.
+    Other trailers (``Signed-off-by:``, ``Co-authored-by:``) stay; a trailer block of DEP-3 fields only goes away.
     """
     paragraphs = message.strip("\n").split("\n\n")
-    trailers, notes = [], []
-    for line in paragraphs[-1].splitlines():
-        key, _, value = line.partition(": ")
-        urls = _URLS.findall(value)
-        if key == "Upstream-Status":
-            trailers.append(f"Forwarded: {urls[0] if urls else 'no'}")
-        elif key == "Bug" and urls:
-            trailers += [f"Bug: {url}" for url in urls]
-        elif key == "Bug":
-            notes.append(f"Upstream bug report: {value.strip()}.")
-        else:
-            trailers.append(line)
-    body = paragraphs[:-1] + (["\n".join(notes)] if notes else [])
-    return "\n\n".join([*body, "\n".join(trailers)]) + "\n"
+    last = paragraphs[-1].splitlines()
+    keys = [match.group("key") if (match := _TRAILER.match(line)) else None for line in last]
+    if len(paragraphs) < 2 or None in keys:
+        return message.strip("\n") + "\n"  # no trailer block
+    kept = [line for line, key in zip(last, keys, strict=True) if key is not None and not _is_dep3(key)]
+    return "\n\n".join([*paragraphs[:-1], *(["\n".join(kept)] if kept else [])]) + "\n"
+
+
+def _is_dep3(key: str) -> bool:
+    return key in DEP3_KEYS or bool(_DEP3_BUG.match(key))
 
 
 def _entries_by_patch(repo: Path, tag: str, patches: list[Patch]) -> dict[str, list[Entry]]:

@@ -103,3 +103,14 @@ def add_excludes(repo: Path, patterns: Sequence[str]) -> None:
     missing = [p for p in patterns if p not in lines]
     if missing:
         exclude.write_text("\n".join([*lines, *missing]) + "\n")
+
+
+def remove_excludes(repo: Path, patterns: Sequence[str]) -> None:
+    """Drop patterns from ``.git/info/exclude`` (those :func:`add_excludes` added for files that are gone)."""
+    exclude = git_path(repo, "info/exclude")
+    if not patterns or not exclude.is_file():
+        return
+    lines = exclude.read_text().splitlines()
+    kept = [line for line in lines if line not in patterns]
+    if kept != lines:
+        exclude.write_text("\n".join(kept) + ("\n" if kept else ""))

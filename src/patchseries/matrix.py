@@ -1,5 +1,8 @@
 """The torch-version matrix: the series' tests before and after the series, per torch release, as JSON and Markdown.
 
+The series' tests are what the main job runs on the sdist: the acceptance suite (``acceptance/``) and the test modules
+the patches add; the table has one row per release and module.
+
 One failing version never stops the others; its row says what failed, and the exit status says the matrix is
 incomplete. The README's compatibility table is generated from the Markdown, never typed by hand.
 """
@@ -15,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchseries import changed_lines
+from patchseries import acceptance, changed_lines
 from patchseries.atomic import write_file
 from patchseries.base import BASE_BRANCH, base_worktree
 from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
-from patchseries.harness import series_test_files, write_harness
+from patchseries.harness import write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace, project_root
 from patchseries.pipeline import BaseChoice, Prepared, prepare
 from patchseries.progress import Log
@@ -49,7 +52,7 @@ class Row:
 def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "auto") -> list[Row]:
     prepared = _prepare_series(ws, log)
     before_tree = _tree_without_series(ws, prepared)
-    tests = series_test_files(prepared.patches)
+    tests = prepared.test_modules()
     sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
     added = changed_lines.added_lines(prepared.base.path, BASE_BRANCH, "HEAD")
     rows = []
@@ -310,7 +313,8 @@ def _probe(env: Environment) -> dict[str, Any]:
 
 
 def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
-    """A worktree at the base commit holding only the series' test files (and the harness): the "before" side."""
+    """A worktree at the base commit holding only the series' test files, the acceptance suite (and the harness):
+    the "before" side."""
     repo = prepared.base.path
     tree = base_worktree(ws, repo, "before-series")
     added = [path for patch in prepared.patches for path in patch.new_files if path.startswith("tests/")]
@@ -318,5 +322,6 @@ def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
         target = tree / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(git("show", f"HEAD:{path}", cwd=repo).stdout)
+    acceptance.install(tree, ws.acceptance)
     write_harness(tree, prepared.patches)
     return tree

@@ -13,6 +13,7 @@ from patchseries.errors import SeriesError
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WORKDIR_ENV = "PATCHSERIES_WORKDIR"
 SERIES_DIR = "patches"
+ACCEPTANCE_DIR = "acceptance"  # the project's acceptance suite, laid out like upstream's tests/ (see acceptance.py)
 
 
 def project_root(start: Path | None = None) -> Path | None:
@@ -31,10 +32,12 @@ def _has_series(folder: Path) -> bool:
 
 @dataclass(frozen=True)
 class Workspace:
-    """Paths used by one run. ``patches`` holds the series; ``workdir`` holds everything the tool creates."""
+    """Paths used by one run. ``patches`` holds the series; ``workdir`` holds everything the tool creates; ``project``
+    is the project root (its ``acceptance/``), where known."""
 
     patches: Path
     workdir: Path
+    project: Path | None = None
 
     @classmethod
     def default(cls, patches: Path | None = None, workdir: Path | None = None) -> Workspace:
@@ -55,7 +58,7 @@ class Workspace:
             raise SeriesError(
                 f"the work directory {workdir} is a file; pass a directory as --workdir (made if missing)"
             )
-        return cls(patches=patches.resolve(), workdir=workdir)
+        return cls(patches=patches.resolve(), workdir=workdir, project=root)
 
     @property
     def pin_file(self) -> Path:
@@ -64,6 +67,12 @@ class Workspace:
     @property
     def series_file(self) -> Path:
         return self.patches / "series"
+
+    @property
+    def acceptance(self) -> Path:
+        """The acceptance suite: ``acceptance/`` of the project root, for every series of the project (the forward
+        series in ``patches/master`` too); without a known root, beside ``patches``."""
+        return (self.project or self.patches.parent) / ACCEPTANCE_DIR
 
     @property
     def downloads(self) -> Path:

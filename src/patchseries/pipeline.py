@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchseries import acceptance
 from patchseries import base as base_sources
+from patchseries.acceptance import Installed
 from patchseries.apply import ApplyResult, apply_series
 from patchseries.base import BASE_BRANCH, BaseTree
 from patchseries.changed_lines import ChangedLines, measure_tree
 from patchseries.docs import DOCS_REQUIREMENTS, changed_pages, run_docs_gate
 from patchseries.environment import ensure_environment
 from patchseries.harness import series_test_files, write_harness
+from patchseries.hooks import run_hooks
 from patchseries.paths import Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
@@ -35,6 +38,18 @@ class Prepared:
     patches: list[Patch]
     base: BaseTree
     applied: ApplyResult
+    acceptance: Installed = field(default_factory=Installed)
+
+    def test_groups(self) -> dict[str, list[str]]:
+        """What runs as the series' tests, by group: the acceptance suite, and the test modules the patches add or
+        change (``tests/...`` paths; upstream modules only on a base that has them)."""
+        return {
+            "acceptance suite": self.acceptance.modules,
+            "patches' tests": acceptance.patch_test_modules(self.patches, self.base.path),
+        }
+
+    def test_modules(self) -> list[str]:
+        return [module for modules in self.test_groups().values() for module in modules]
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,7 @@ class JobResult:
     upstream: list[Comparison] = field(default_factory=list)
     changed: ChangedLines | None = None  # coverage of the lines the series adds or changes
     changed_report: Path | None = None
+    ran: dict[str, int] = field(default_factory=dict)  # test cases that ran, per group of Prepared.test_groups
 
     @property
     def ok(self) -> bool:
@@ -73,7 +89,8 @@ def get_base(ws: Workspace, pin: Pin, choice: BaseChoice, log: Log) -> BaseTree:
 
 
 def prepare(ws: Workspace, choice: BaseChoice, log: Log, discard: bool = False) -> Prepared:
-    """Stages 1-3: the pinned base, the series applied on branch ``series``, and the test harness if needed.
+    """Stages 1-3: the pinned base, the series applied on branch ``series``, the acceptance suite copied into its
+    ``tests/``, and the test harness if needed.
 
     A tree with local changes is left as it is unless ``discard`` (see :func:`patchseries.apply.apply_series`).
     """
@@ -83,10 +100,15 @@ def prepare(ws: Workspace, choice: BaseChoice, log: Log, discard: bool = False) 
     tree = get_base(ws, pin, choice, log)
     log(f"stage 3/5: applying {len(patches)} patches on {tree.path}")
     applied = apply_series(tree, patches, pin, log, discard=discard)
+    # before the harness: the harness then adds only the package markers the acceptance suite's copy lacks
+    installed = acceptance.install(tree.path, ws.acceptance)
+    if installed.modules:
+        log(f"copied the acceptance suite ({len(installed.modules)} test modules) from {ws.acceptance} into tests/"
+            + (f"; removed {len(installed.removed)} stale copies" if installed.removed else ""))  # fmt: skip
     written = write_harness(tree.path, patches)
     if written:
         log(f"wrote the minimal test harness ({len(written)} files; the base ships no upstream tests)")
-    return Prepared(pin, patches, tree, applied)
+    return Prepared(pin, patches, tree, applied, installed)
 
 
 def run_main_job(
@@ -107,11 +129,14 @@ def run_main_job(
     if upstream_checkout and changed_pages(tree):
         extra += DOCS_REQUIREMENTS
     env = ensure_environment(ws, tree, torch, log, installer=installer, extra=extra)
-    tests = series_test_files(prepared.patches)
+    groups = prepared.test_groups()
+    tests = prepared.test_modules()
     sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
-    log(f"stage 5/5: running {len(tests)} test modules of the series")
+    counts = ", ".join(f"{name}: {len(modules)}" for name, modules in groups.items())
+    log(f"stage 5/5: running {len(tests)} test modules of the series ({counts})")
     reports = ws.reports / f"torch-{torch}"
     outcome = run_tests(env, tree, tests, sources, reports, pytest_args)
+    ran = acceptance.ran_per_group(outcome.junit, groups)
     changed, changed_report = None, None
     if outcome.coverage_xml is not None:
         changed = measure_tree(tree, BASE_BRANCH, "HEAD", outcome.coverage_xml)
@@ -119,10 +144,12 @@ def run_main_job(
         changed_report = changed.write(reports, title)
     upstream = []
     if upstream_checkout:
-        upstream = [run_upstream_tests(ws, env, tree, log), *run_static_gates(ws, env, tree, log)]
+        not_upstream = (*prepared.acceptance.modules, *series_test_files(prepared.patches))
+        upstream = [run_upstream_tests(ws, env, tree, log, not_upstream), *run_static_gates(ws, env, tree, log)]
         docs = run_docs_gate(ws, env, tree, log)
         upstream += [docs] if docs else []
-    return JobResult(prepared, torch, outcome, upstream, changed, changed_report)
+        upstream += run_hooks(ws, tree, log)
+    return JobResult(prepared, torch, outcome, upstream, changed, changed_report, ran)
 
 
 def summary(result: JobResult) -> str:
@@ -151,7 +178,7 @@ def summary(result: JobResult) -> str:
         f"  patches:   {len(prepared.patches)} in series, {patches}"
         + (f", {len(applied.already_present)} already in base" if applied.already_present else "")
         + (f", {excluded} paths excluded" if excluded else ""),
-        f"  tests:     {outcome.line()}",
+        f"  tests:     {outcome.line()}" + _ran(result),
         *coverage,
         f"  tree:      {prepared.base.path} ({applied.where})"
         + (f": local changes, not patches/ ({applied.local})" if applied.local else ""),
@@ -160,6 +187,13 @@ def summary(result: JobResult) -> str:
         f"  result:    {_verdict(result)}",
     ]
     return "\n".join(lines)
+
+
+def _ran(result: JobResult) -> str:
+    """`` (acceptance suite: A, patches' tests: B)``: the test cases of each group that ran (passed or failed)."""
+    if result.outcome.no_tests or not result.ran:
+        return ""
+    return " (" + ", ".join(f"{name}: {count}" for name, count in result.ran.items()) + ")"
 
 
 def _verdict(result: JobResult) -> str:
