@@ -77,7 +77,7 @@ def measure(
 
         def _phase(self, optimizer: Any, generator_phase: bool, inputs: torch.Tensor) -> None:
             if style == "with":
-                with self.toggle_optimizer(optimizer):
+                with self.toggle_optimizer(optimizer, step=True):
                     self.manual_backward(self._loss(generator_phase, inputs))
                     if clip:
                         self.clip_gradients(optimizer, gradient_clip_val=0.5, gradient_clip_algorithm="norm")

@@ -7,7 +7,7 @@ Run it with the Python of an environment that has the patched Lightning (the mai
 For each variant it prints steps per second (eager and compiled), and Dynamo's counts: graphs compiled, graph breaks,
 recompiles after the first two steps, and how many of the model's own matmuls were captured in graphs (a frame that
 falls back to eager captures none). Variants: no toggling at all, toggle/untoggle calls, ``toggled_optimizer`` and
-``with self.toggle_optimizer(opt):`` (the last only where the installed Lightning supports it). ``--json`` prints
+``with self.toggle_optimizer(opt, step=True):`` (the last only where the installed Lightning supports it). ``--json`` prints
 one JSON object instead of the table, for the torch-version matrix.
 """
 
@@ -43,7 +43,7 @@ class GAN(pl.LightningModule):
     def _phase(self, optimizer: Any, generator_phase: bool, inputs: torch.Tensor) -> None:
         # no closures here: torch 2.1 guards on a fresh function object and would recompile on every step
         if self.variant == "with":
-            with self.toggle_optimizer(optimizer):
+            with self.toggle_optimizer(optimizer, step=True):
                 self.manual_backward(self._loss(generator_phase, inputs))
             return
         if self.variant == "toggled":
