@@ -1,4 +1,4 @@
-"""The matrix's table: results per test module from JUnit, rendered to Markdown and into the README."""
+"""The matrix's table: results per test module from JUnit, rendered to Markdown and into docs/compatibility.md."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from patchseries.matrix import (
     results_by_module,
     to_json,
     to_markdown,
-    update_readme,
+    update_table_page,
 )
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
@@ -58,20 +58,20 @@ def test_table_has_a_row_per_version_and_module_and_survives_a_round_trip():
     assert "| 2.99.0 | (all) | not run | cannot install torch 2.99.0 for py3.11: no such version |" in table
 
 
-def test_readme_table_is_replaced_between_the_markers(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- matrix:start -->\nold\n<!-- matrix:end -->\noutro\n")
+def test_page_table_is_replaced_between_the_markers(tmp_path):
+    page = tmp_path / "compatibility.md"
+    page.write_text("intro\n<!-- matrix:start -->\nold\n<!-- matrix:end -->\noutro\n")
 
-    update_readme(readme, "new table\n")
+    update_table_page(page, "new table\n")
 
-    assert readme.read_text() == "intro\n<!-- matrix:start -->\nnew table\n<!-- matrix:end -->\noutro\n"
+    assert page.read_text() == "intro\n<!-- matrix:start -->\nnew table\n<!-- matrix:end -->\noutro\n"
 
 
-def test_readme_without_markers_is_refused(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text("no markers\n")
+def test_page_without_markers_is_refused(tmp_path):
+    page = tmp_path / "compatibility.md"
+    page.write_text("no markers\n")
     with pytest.raises(SeriesError, match="has no <!-- matrix:start -->"):
-        update_readme(readme, "table\n")
+        update_table_page(page, "table\n")
 
 
 def test_changed_lines_are_merged_over_the_releases_in_the_table_and_survive_a_round_trip():
@@ -92,7 +92,7 @@ def test_default_versions_are_every_minor_release_from_2_1_to_2_15_once():
     assert minors == [(2, minor) for minor in range(1, 16)]
 
 
-README_TEXT = "intro\n<!-- matrix:start -->\nold table\n\nold compile statistics\n<!-- matrix:end -->\noutro\n"
+PAGE_TEXT = "intro\n<!-- matrix:start -->\nold table\n\nold compile statistics\n<!-- matrix:end -->\noutro\n"
 
 
 def _matrix(synthetic, *args):
@@ -103,46 +103,47 @@ def _complete_row(torch="2.13.0"):
     return Row(torch, before={"test_a": "1 failed"}, after={"test_a": "1 passed"}, compile={"with": {"graphs": 2}})
 
 
-def test_an_incomplete_matrix_leaves_the_readme_as_it_was_and_says_where_its_results_are(
+def test_an_incomplete_matrix_leaves_the_page_as_it_was_and_says_where_its_results_are(
     synthetic, tmp_path, monkeypatch, capsys
 ):
-    readme = tmp_path / "README.md"
-    readme.write_text(README_TEXT)
+    page = tmp_path / "compatibility.md"
+    page.write_text(PAGE_TEXT)
     failed = Row("2.15.0", error="torch 2.15.0 has no wheel for Python 3.10 (it has for Python 3.11 to 3.14)")
     monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: [failed])
 
-    status = _matrix(synthetic, "--torch", "2.15.0", "--write-readme", str(readme))
+    status = _matrix(synthetic, "--torch", "2.15.0", "--write-docs", str(page))
 
     assert status == 2
-    assert readme.read_text() == README_TEXT
+    assert page.read_text() == PAGE_TEXT
     saved = synthetic.ws.reports / "matrix" / "matrix.json"
     assert from_json(saved.read_text())[0] == [failed]
     err = capsys.readouterr().err.splitlines()
     assert err == [
         "error: matrix incomplete, no result for torch 2.15.0 (torch 2.15.0: torch 2.15.0 has no wheel for Python 3.10 "
-        f"(it has for Python 3.11 to 3.14)); the results are saved in {saved}; {readme} was left as it was (a table "
+        f"(it has for Python 3.11 to 3.14)); the results are saved in {saved}; {page} was left as it was (a table "
         "is replaced only by a complete one)"
     ]
 
 
 def test_a_matrix_whose_compile_statistics_failed_is_incomplete_too(synthetic, tmp_path, monkeypatch):
-    readme = tmp_path / "README.md"
-    readme.write_text(README_TEXT)
+    page = tmp_path / "compatibility.md"
+    page.write_text(PAGE_TEXT)
     probe_failed = Row("2.13.0", before={"t": "1 failed"}, after={"t": "1 passed"}, compile={"error": "probe failed"})
     monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: [_complete_row("2.1.2"), probe_failed])
 
-    assert _matrix(synthetic, "--write-readme", str(readme)) == 2
-    assert readme.read_text() == README_TEXT
+    assert _matrix(synthetic, "--write-docs", str(page)) == 2
+    assert page.read_text() == PAGE_TEXT
 
 
-def test_a_complete_matrix_replaces_the_readme_table(synthetic, tmp_path, monkeypatch):
-    readme = tmp_path / "README.md"
-    readme.write_text(README_TEXT)
+@pytest.mark.parametrize("option", ["--write-docs", "--write-readme"])  # the old name stays an alias
+def test_a_complete_matrix_replaces_the_page_table(synthetic, tmp_path, monkeypatch, option):
+    page = tmp_path / "compatibility.md"
+    page.write_text(PAGE_TEXT)
     monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: [_complete_row()])
 
-    assert _matrix(synthetic, "--write-readme", str(readme)) == 0
-    assert "| 2.13.0 | `test_a` | 1 failed | 1 passed |" in readme.read_text()
-    assert "old table" not in readme.read_text()
+    assert _matrix(synthetic, option, str(page)) == 0
+    assert "| 2.13.0 | `test_a` | 1 failed | 1 passed |" in page.read_text()
+    assert "old table" not in page.read_text()
 
 
 @pytest.mark.parametrize(
@@ -153,27 +154,27 @@ def test_a_complete_matrix_replaces_the_readme_table(synthetic, tmp_path, monkey
         ("<!-- matrix:start -->\n<!-- matrix:end -->\n<!-- matrix:start -->\n", "has <!-- matrix:start --> 2 times"),
     ],
 )
-def test_readme_markers_are_checked_before_the_matrix_runs(synthetic, tmp_path, monkeypatch, capsys, text, message):
-    readme = tmp_path / "README.md"
-    readme.write_text(text)
-    monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: pytest.fail("ran before checking the README"))
+def test_page_markers_are_checked_before_the_matrix_runs(synthetic, tmp_path, monkeypatch, capsys, text, message):
+    page = tmp_path / "compatibility.md"
+    page.write_text(text)
+    monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: pytest.fail("ran before checking the page"))
 
-    status = _matrix(synthetic, "--write-readme", str(readme))
+    status = _matrix(synthetic, "--write-docs", str(page))
 
     assert status == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1
-    assert err[0].startswith(f"error: {readme} {message}")
-    assert readme.read_text() == text
+    assert err[0].startswith(f"error: {page} {message}")
+    assert page.read_text() == text
 
 
-def test_a_crlf_readme_keeps_its_line_endings(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_bytes(README_TEXT.replace("\n", "\r\n").encode())
+def test_a_crlf_page_keeps_its_line_endings(tmp_path):
+    page = tmp_path / "compatibility.md"
+    page.write_bytes(PAGE_TEXT.replace("\n", "\r\n").encode())
 
-    update_readme(readme, "new table\nsecond line\n")
+    update_table_page(page, "new table\nsecond line\n")
 
-    data = readme.read_bytes()
+    data = page.read_bytes()
     assert data == b"intro\r\n<!-- matrix:start -->\r\nnew table\r\nsecond line\r\n<!-- matrix:end -->\r\noutro\r\n"
 
 

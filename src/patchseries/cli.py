@@ -288,8 +288,8 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import matrix
 
-    if args.write_readme:
-        matrix.check_readme(args.write_readme)  # now, not after a run of minutes
+    if args.write_docs:
+        matrix.check_table_page(args.write_docs)  # now, not after a run of minutes
     out_dir = ws.reports / "matrix"
     saved = out_dir / "matrix.json"
     if args.from_json:
@@ -310,18 +310,18 @@ def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     write_file(out_dir / "matrix.md", table)
     missing = matrix.missing_results(rows)
     written = [*([saved] if saved != args.from_json else []), out_dir / "matrix.md"]
-    if args.write_readme and not missing:
-        matrix.update_readme(args.write_readme, table)
-        written.append(args.write_readme)
+    if args.write_docs and not missing:
+        matrix.update_table_page(args.write_docs, table)
+        written.append(args.write_docs)
     print(table)
     print(f"written: {', '.join(str(path) for path in written)}")
     if missing:
-        readme = ""
-        if args.write_readme:
-            readme = f"; {args.write_readme} was left as it was (a table is replaced only by a complete one)"
+        page = ""
+        if args.write_docs:
+            page = f"; {args.write_docs} was left as it was (a table is replaced only by a complete one)"
         print(f"error: matrix incomplete, no result for torch {', '.join(torch for torch, _ in missing)} "
               f"({'; '.join(f'torch {torch}: {why}' for torch, why in missing)}); the results are saved in "
-              f"{saved}{readme}", file=sys.stderr)  # fmt: skip
+              f"{saved}{page}", file=sys.stderr)  # fmt: skip
         return 2
     return 0
 
@@ -443,7 +443,10 @@ def _parser() -> argparse.ArgumentParser:
     matrix = sub.add_parser("matrix", parents=[common], help="the series' tests before/after, per torch version")
     matrix.add_argument("--torch", action="append", help="a torch release (repeatable; default: the documented list)")
     matrix.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto")
-    matrix.add_argument("--write-readme", type=Path, metavar="README", help="replace the table between the markers")
+    matrix.add_argument(
+        "--write-docs", "--write-readme", dest="write_docs", type=Path, metavar="PATH",
+        help="replace the table between the matrix markers of PATH (docs/compatibility.md; --write-readme: old name)",
+    )  # fmt: skip
     matrix.add_argument("--from-json", type=Path, metavar="JSON", help="render a saved matrix.json instead of running")
     matrix.add_argument(
         "--refresh-compile-stats", action="store_true", help="with --from-json: measure the compile statistics again"

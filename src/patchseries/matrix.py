@@ -4,7 +4,7 @@ The series' tests are what the main job runs on the sdist: the acceptance suite 
 the patches add; the table has one row per release and module.
 
 One failing version never stops the others; its row says what failed, and the exit status says the matrix is
-incomplete. The README's compatibility table is generated from the Markdown, never typed by hand.
+incomplete. The compatibility table of docs/compatibility.md is generated from the Markdown, never typed by hand.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ DEFAULT_VERSIONS = (
     "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0",
 )  # fmt: skip
 PROBE = Path("benchmarks") / "toggle_cost.py"  # in the project
-README_START, README_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
+TABLE_START, TABLE_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
 
 
 @dataclass
@@ -245,27 +245,27 @@ def to_markdown(rows: list[Row], today: dt.date | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_readme(readme: Path) -> str:
-    """The README's text, refused unless it has each marker once, the start before the end (checked before a run)."""
-    text = readme.read_bytes().decode()
-    if README_START not in text or README_END not in text:
-        raise SeriesError(f"{readme} has no {README_START} ... {README_END} markers for the table")
-    for marker in (README_START, README_END):
+def check_table_page(page: Path) -> str:
+    """The page's text, refused unless it has each marker once, the start before the end (checked before a run)."""
+    text = page.read_bytes().decode()
+    if TABLE_START not in text or TABLE_END not in text:
+        raise SeriesError(f"{page} has no {TABLE_START} ... {TABLE_END} markers for the table")
+    for marker in (TABLE_START, TABLE_END):
         if text.count(marker) > 1:
-            raise SeriesError(f"{readme} has {marker} {text.count(marker)} times; keep one pair of markers")
-    if text.index(README_END) < text.index(README_START):
-        raise SeriesError(f"{readme} has {README_END} before {README_START}; put the start marker first")
+            raise SeriesError(f"{page} has {marker} {text.count(marker)} times; keep one pair of markers")
+    if text.index(TABLE_END) < text.index(TABLE_START):
+        raise SeriesError(f"{page} has {TABLE_END} before {TABLE_START}; put the start marker first")
     return text
 
 
-def update_readme(readme: Path, table: str) -> None:
+def update_table_page(page: Path, table: str) -> None:
     """Replace the table between the markers in one step, keeping the file's line endings (CRLF stays CRLF)."""
-    text = check_readme(readme)
+    text = check_table_page(page)
     newline = "\r\n" if "\r\n" in text else "\n"
-    head, rest = text.split(README_START, 1)
-    _, tail = rest.split(README_END, 1)
+    head, rest = text.split(TABLE_START, 1)
+    _, tail = rest.split(TABLE_END, 1)
     table = table.replace("\r\n", "\n").replace("\n", newline)
-    write_file(readme, f"{head}{README_START}{newline}{table}{README_END}{tail}")
+    write_file(page, f"{head}{TABLE_START}{newline}{table}{TABLE_END}{tail}")
 
 
 def _changed_lines_paragraph(rows: list[Row]) -> list[str]:
