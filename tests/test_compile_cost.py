@@ -1,0 +1,74 @@
+"""benchmarks/compile_cost.py's command line, on CPU and without torch: --device, --threads, the docs page it writes."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchseries.paths import PROJECT_ROOT
+
+BENCHMARK = PROJECT_ROOT / "benchmarks" / "compile_cost.py"
+PAGE = PROJECT_ROOT / "docs" / "compile-cost.md"
+
+
+@pytest.fixture(scope="module")
+def compile_cost():
+    spec = importlib.util.spec_from_file_location("compile_cost", BENCHMARK)
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the top level imports the standard library only: no torch needed here
+    return module
+
+
+def test_measure_trains_on_the_cpu_unless_told_and_takes_cuda(compile_cost):
+    parser = compile_cost.build_parser()
+
+    assert parser.parse_args(["measure"]).device == "cpu"
+    assert parser.parse_args(["measure", "--device", "cuda", "--depth", "12"]).device == "cuda"
+
+
+def test_an_unknown_device_is_refused_by_the_parser(compile_cost, capsys):
+    with pytest.raises(SystemExit) as exited:
+        compile_cost.build_parser().parse_args(["measure", "--device", "tpu"])
+
+    assert exited.value.code == 2
+    assert "invalid choice: 'tpu'" in capsys.readouterr().err
+
+
+def test_threads_do_not_apply_on_cuda_and_are_refused_before_torch_is_imported(compile_cost, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # importing torch would fail: the refusal comes first
+
+    with pytest.raises(SystemExit) as exited:
+        compile_cost.main(["measure", "--device", "cuda", "--threads", "2"])
+
+    assert exited.value.code == (
+        "error: --threads sets torch's CPU intra-op threads; it does not apply with --device cuda"
+    )
+
+
+@pytest.mark.parametrize("option", ["--write-docs", "--write-readme"])  # the old name stays an alias
+def test_table_writes_the_docs_page(compile_cost, option, tmp_path):
+    args = compile_cost.build_parser().parse_args(["table", "--python", "py", "--tree", "t", option, "page.md"])
+
+    assert args.write_docs == Path("page.md")
+    assert args.threads is None  # 1 when timing on the CPU
+
+
+def test_the_table_is_replaced_between_the_markers(compile_cost, tmp_path):
+    page = tmp_path / "compile-cost.md"
+    page.write_text(f"intro\n{compile_cost.TABLE_BEGIN}\nold\n{compile_cost.TABLE_END}\noutro\n")
+
+    compile_cost.write_table(page, f"{compile_cost.TABLE_BEGIN}\nnew\n{compile_cost.TABLE_END}")
+
+    assert page.read_text() == f"intro\n{compile_cost.TABLE_BEGIN}\nnew\n{compile_cost.TABLE_END}\noutro\n"
+
+
+def test_the_docs_page_has_the_markers_the_table_writes(compile_cost):
+    text = PAGE.read_text()
+
+    assert text.count(compile_cost.TABLE_BEGIN) == text.count(compile_cost.TABLE_END) == 1
+    assert text.index(compile_cost.TABLE_BEGIN) < text.index(compile_cost.TABLE_END)
