@@ -7,8 +7,8 @@ Run it with the Python of an environment that has the patched Lightning (the mai
 For each variant it prints steps per second (eager and compiled), and Dynamo's counts: graphs compiled, graph breaks,
 recompiles after the first two steps, and how many of the model's own matmuls were captured in graphs (a frame that
 falls back to eager captures none). Variants: no toggling at all, toggle/untoggle calls, ``toggled_optimizer`` and
-``with self.toggle_optimizer(opt, step=True):`` (the last only where the installed Lightning supports it). ``--json`` prints
-one JSON object instead of the table, for the torch-version matrix.
+``with self.toggle_optimizer(opt, step=True):`` (the last only where the installed Lightning supports it).
+``--json`` prints one JSON object instead of the table, for the torch-version matrix.
 """
 
 from __future__ import annotations

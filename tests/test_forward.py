@@ -220,7 +220,6 @@ def test_an_entry_goes_after_the_last_entry_block_of_its_heading(tmp_path):
     assert not _add_entry(path, Entry(path.name, "### Fixed", "- Fixed b\n  * detail of b"))  # already there
 
 
-
 def test_entries_of_several_patches_go_where_each_patch_applies_to_the_target_alone(tmp_path):
     """Four patches of the forward series add an entry under the same heading: each one's CHANGELOG hunk has only the
     target's own lines as context, so that every patch applies to the target on its own and after the others."""
@@ -243,6 +242,7 @@ def test_entries_of_several_patches_go_where_each_patch_applies_to_the_target_al
     for number, patch in enumerate(patches):
         (tmp_path / f"{number}.patch").write_text(patch + "\n")
         git(repo, "apply", "--check", str(tmp_path / f"{number}.patch"))  # raises if it does not apply alone
+
 
 def test_a_missing_heading_is_added_in_keep_a_changelog_order(tmp_path):
     path = _changelog(tmp_path, "## [unreleased]\n\n### Added\n\n- Added x\n\n### Fixed\n\n- Fixed y\n\n## [1.0]\n")
