@@ -21,8 +21,8 @@ fused kernels whose floating-point reductions may be reordered, so it is compare
 """
 
 import sys
-from unittest.mock import Mock
 from typing import Any
+from unittest.mock import Mock
 
 import pytest
 import torch

@@ -22,7 +22,8 @@ with what to do before training goes wrong.
 import copy
 import pickle
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -211,7 +212,9 @@ def _stepping(module, optimizer):
 
 @pytest.mark.parametrize("backend", [None, pytest.param("aot_eager", marks=RunIf(dynamo=True))])
 @pytest.mark.parametrize(
-    ("body", "steps_before"), [(_step_inside, 0), (_accumulate_step_inside, 2)], ids=["step_inside", "accumulate_inside"]
+    ("body", "steps_before"),
+    [(_step_inside, 0), (_accumulate_step_inside, 2)],
+    ids=["step_inside", "accumulate_inside"],
 )
 def test_a_step_inside_a_stepping_block_raises_and_the_advice_restores_training(body, steps_before, backend, tmp_path):
     """``step=True`` added to a ``toggled_optimizer`` body: its first explicit step raises (with accumulation, on the
@@ -326,7 +329,7 @@ def test_overrides_with_the_2_6_6_signature_keep_working(tmp_path):
             opt_second.step()
 
     for module_class in (OldSignature, ForwardsAndReturnsNone):
-        module = fit(lambda: module_class(body), tmp_path, steps=2)
+        module = fit(lambda module_class=module_class: module_class(body), tmp_path, steps=2)
         assert module.trainer.global_step == 4
         assert all(p.requires_grad for name, p in module.named_parameters() if not name.startswith("frozen"))
 
@@ -494,7 +497,7 @@ def test_stepping_block_inside_another_toggle_is_refused(outer, tmp_path):
     def body(module, batch, batch_idx):
         before = _requires_grad(module)
         opt_first, opt_second = module.optimizers()
-        with pytest.raises(RuntimeError, match="cannot be nested"):
+        with pytest.raises(RuntimeError, match="cannot be nested"):  # noqa: PT012 - each form of nesting
             if outer == "toggle_model":
                 with opt_first.toggle_model(), module.toggle_optimizer(opt_second, step=True):
                     pass
@@ -528,7 +531,8 @@ def test_toggle_inside_a_stepping_block_is_refused_before_the_step(inner, tmp_pa
             "toggled_optimizer": lambda: module.toggled_optimizer(opt_second).__enter__(),
             "toggle_model": lambda: opt_second.toggle_model().__enter__(),
         }
-        with pytest.raises(RuntimeError, match="Toggles cannot be nested"), module.toggle_optimizer(opt_first, step=True):
+        block = module.toggle_optimizer(opt_first, step=True)
+        with pytest.raises(RuntimeError, match="Toggles cannot be nested"), block:  # noqa: PT012 - raises on exit
             module.manual_backward(module.step(batch))
             toggles[inner]()
         seen["restored"] = _requires_grad(module) == before

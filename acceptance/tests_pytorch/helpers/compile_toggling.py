@@ -17,8 +17,9 @@ The modules are ``BoringModel`` subclasses trained on its ``RandomDataset``; ``f
 from a fixed seed, so that eager and compiled training of the same module can be compared parameter by parameter.
 """
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 from torch import nn
@@ -102,9 +103,9 @@ class ManualToggleGAN(BoringModel):
         self,
         style: str = "calls",
         three: bool = False,
-        fail_at: Optional[int] = None,
+        fail_at: int | None = None,
         optimizer: str = "sgd",
-        clip: Optional[float] = None,
+        clip: float | None = None,
     ) -> None:
         super().__init__()
         self.clip = clip
@@ -185,9 +186,9 @@ class ManualToggleGAN(BoringModel):
 def fit(
     make_module: Callable[[], LightningModule],
     root_dir: Path,
-    backend: Optional[Any] = None,
+    backend: Any | None = None,
     steps: int = 4,
-    callbacks: Optional[list] = None,
+    callbacks: list | None = None,
     seed: int = 7,
     **trainer_kwargs: Any,
 ) -> LightningModule:
