@@ -22,8 +22,6 @@ from patchseries.series import read_series
 pytestmark = pytest.mark.network
 WS = Workspace.default()
 REQUIRED_TRAILERS = ("Upstream-Status", "Bug")
-# Checks that today's patches fail and that series v4 (issue #22, being rewritten) is to pass
-V4 = pytest.mark.xfail(strict=False, reason="series v4 in progress")
 MAX_SUBJECT = 72  # upstream's (and git's) limit for a pull request's title
 MAX_CHANGELOG_ENTRY = 240  # one sentence, as upstream's entries (90th percentile 214 characters)
 
@@ -100,7 +98,6 @@ def test_forward_series_is_pinned_to_a_full_upstream_commit():
     assert not pin.has_sdist
 
 
-@V4
 @pytest.mark.parametrize("patch", read_series(FORWARD / "series"), ids=lambda p: p.name[:4])
 def test_no_forward_patch_carries_dep3_trailers(patch):
     """The forward patches are pull requests: upstream's commits carry no DEP-3 trailers (the release series does)."""
@@ -108,7 +105,6 @@ def test_no_forward_patch_carries_dep3_trailers(patch):
     assert not dep3, f"{patch.name} has the DEP-3 trailers {dep3}"
 
 
-@V4
 @pytest.mark.parametrize("patch", read_series(FORWARD / "series"), ids=lambda p: p.name[:4])
 def test_every_forward_subject_fits_a_pull_request_title(patch):
     assert len(patch.subject) <= MAX_SUBJECT, f"{patch.name}: {len(patch.subject)} characters: {patch.subject}"
@@ -121,7 +117,6 @@ def _series_id(patch) -> str:
     return f"{'master-' if patch.path.parent == FORWARD else ''}{patch.name[:4]}"
 
 
-@V4
 @pytest.mark.parametrize("patch", SERIES_PATCHES, ids=_series_id)
 def test_every_changelog_entry_is_one_short_line_with_a_link(patch):
     """As upstream writes them: one line, one sentence of at most 240 characters, with the issue's or PR's link.
@@ -137,7 +132,6 @@ def test_every_changelog_entry_is_one_short_line_with_a_link(patch):
         assert "(https://" in entry, f"{patch.name}: no (https://...) link: {entry[:80]}..."
 
 
-@V4
 @pytest.mark.parametrize("patch", SERIES_PATCHES, ids=_series_id)
 def test_no_patch_has_a_placeholder_author(patch):
     author = next((line for line in patch.path.read_text().splitlines() if line.startswith("From: ")), "")

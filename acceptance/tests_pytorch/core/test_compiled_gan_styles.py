@@ -1,0 +1,241 @@
+# Copyright The Lightning AI team.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""A GAN whose generator runs in both phases, compiled two ways and written in four styles (issue #23).
+
+The discriminator phase scores ``G(z)`` with the generator frozen by ``toggle_optimizer``, the generator phase scores
+``D(G(z))`` with the discriminator frozen, so each network runs under both optimizers' toggles. torch before 2.12
+can reuse a graph that Dynamo compiled under the other toggle state (pytorch/pytorch#139476): the loss then has no
+``grad_fn``, or silently lacks the gradients of the compiled network. Each case must train to the eager run's
+parameters, or, on those releases only, stop with Lightning's error that names the cause. Styles ``loss_method`` and
+``inline`` write each phase as ``with self.toggle_optimizer(opt, step=True):``.
+"""
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch._dynamo.testing import CompileCounterWithBackend
+from torch.utils.data import DataLoader
+
+from lightning.fabric.utilities.imports import _TORCH_GREATER_EQUAL_2_5
+from lightning.pytorch import Callback, Trainer
+from lightning.pytorch.demos.boring_classes import BoringModel, RandomDataset
+from tests_pytorch.helpers.runif import RunIf
+
+STYLES = ("calls", "toggled", "loss_method", "inline")
+
+
+class Generator(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 32))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z)
+
+
+class Discriminator(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class TwoPhaseGAN(BoringModel):
+    """``style`` selects how each phase is written; ``backend`` compiles the networks on their own.
+
+    ``discriminator_first`` runs the discriminator's phase first, as in DCGAN, so that the generator is first
+    compiled while frozen. With ``scaled`` the generator's optimizer also owns the uncompiled ``scale`` of ``G(z)``
+    (a fixed buffer otherwise): a generator loss whose compiled part lost its graph keeps a ``grad_fn`` then, and
+    would train silently wrong.
+    """
+
+    def __init__(self, style: str, discriminator_first: bool, scaled: bool = False, backend: Any = None) -> None:
+        torch.manual_seed(0)
+        super().__init__()
+        self.automatic_optimization = False
+        self.style = style
+        self.discriminator_first = discriminator_first
+        generator, discriminator = Generator(), Discriminator()
+        self.G = torch.compile(generator, backend=backend) if backend else generator
+        self.D = torch.compile(discriminator, backend=backend) if backend else discriminator
+        if scaled:
+            self.scale = nn.Parameter(torch.ones(32))
+        else:
+            self.register_buffer("scale", torch.ones(32))
+
+    def _generator_loss(self, z: torch.Tensor) -> torch.Tensor:
+        return nn.functional.softplus(-self.D(self.G(z) * self.scale)).mean()
+
+    def _discriminator_loss(self, z: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        fake = (self.G(z) * self.scale).detach()
+        return nn.functional.softplus(self.D(fake)).mean() + nn.functional.softplus(-self.D(real)).mean()
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        opt_g, opt_d = self.optimizers()
+        z, real = batch, batch.flip(0) * 0.5 + 1.0
+        g_first = not self.discriminator_first
+        first, second = (opt_g, opt_d) if g_first else (opt_d, opt_g)
+        softplus = nn.functional.softplus
+        # Each phase is written out in the step, not in a loop or a shared helper, so that Dynamo sees it as users
+        # write it; `g_first` is a constant for Dynamo. Only `loss_method` computes the losses in methods.
+        if self.style == "calls":
+            self.toggle_optimizer(first)
+            first.zero_grad()
+            loss = (
+                softplus(-self.D(self.G(z) * self.scale)).mean()
+                if g_first
+                else softplus(self.D((self.G(z) * self.scale).detach())).mean() + softplus(-self.D(real)).mean()
+            )
+            self.manual_backward(loss)
+            first.step()
+            self.untoggle_optimizer(first)
+            self.toggle_optimizer(second)
+            second.zero_grad()
+            loss = (
+                softplus(-self.D(self.G(z) * self.scale)).mean()
+                if not g_first
+                else softplus(self.D((self.G(z) * self.scale).detach())).mean() + softplus(-self.D(real)).mean()
+            )
+            self.manual_backward(loss)
+            second.step()
+            self.untoggle_optimizer(second)
+        elif self.style == "toggled":
+            with self.toggled_optimizer(first):
+                first.zero_grad()
+                loss = (
+                    softplus(-self.D(self.G(z) * self.scale)).mean()
+                    if g_first
+                    else softplus(self.D((self.G(z) * self.scale).detach())).mean() + softplus(-self.D(real)).mean()
+                )
+                self.manual_backward(loss)
+                first.step()
+            with self.toggled_optimizer(second):
+                second.zero_grad()
+                loss = (
+                    softplus(-self.D(self.G(z) * self.scale)).mean()
+                    if not g_first
+                    else softplus(self.D((self.G(z) * self.scale).detach())).mean() + softplus(-self.D(real)).mean()
+                )
+                self.manual_backward(loss)
+                second.step()
+        elif self.style == "loss_method":
+            with self.toggle_optimizer(first, step=True):
+                self.manual_backward(self._generator_loss(z) if g_first else self._discriminator_loss(z, real))
+            with self.toggle_optimizer(second, step=True):
+                self.manual_backward(self._generator_loss(z) if not g_first else self._discriminator_loss(z, real))
+        else:  # "inline": the networks called directly in the stepping block
+            with self.toggle_optimizer(first, step=True):
+                loss = (
+                    softplus(-self.D(self.G(z) * self.scale)).mean()
+                    if g_first
+                    else softplus(self.D((self.G(z) * self.scale).detach())).mean() + softplus(-self.D(real)).mean()
+                )
+                self.manual_backward(loss)
+            with self.toggle_optimizer(second, step=True):
+                loss = (
+                    softplus(-self.D(self.G(z) * self.scale)).mean()
+                    if not g_first
+                    else softplus(self.D((self.G(z) * self.scale).detach())).mean() + softplus(-self.D(real)).mean()
+                )
+                self.manual_backward(loss)
+
+    def trained_parameters(self) -> list:
+        scale = [self.scale] if isinstance(self.scale, nn.Parameter) else []
+        return list(self.G.parameters()) + list(self.D.parameters()) + scale
+
+    def configure_optimizers(self) -> tuple:
+        generator = [p for p in self.trained_parameters() if not any(p is d for d in self.D.parameters())]
+        return torch.optim.Adam(generator, lr=0.01), torch.optim.Adam(self.D.parameters(), lr=0.01)
+
+    def train_dataloader(self) -> DataLoader:
+        torch.manual_seed(1)
+        return DataLoader(RandomDataset(32, 64), batch_size=8)
+
+
+class GraphCount(Callback):
+    def __init__(self, counter: Any) -> None:
+        self.counter = counter
+        self.per_step: list[int] = []
+
+    def on_train_batch_end(self, *_: Any) -> None:
+        self.per_step.append(self.counter.frame_count)
+
+
+def _fit(model: Any, tmp_path: Any, callbacks: list = ()) -> None:
+    trainer = Trainer(
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+        max_steps=6,  # three batches: each steps both optimizers
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=list(callbacks),
+    )
+    trainer.fit(model)
+
+
+@pytest.fixture(scope="module")
+def eager_parameters(tmp_path_factory):
+    cache = {}
+
+    def get(discriminator_first: bool, scaled: bool) -> list:
+        if (discriminator_first, scaled) not in cache:
+            model = TwoPhaseGAN("calls", discriminator_first, scaled)
+            _fit(model, tmp_path_factory.mktemp("eager"))
+            cache[discriminator_first, scaled] = [p.detach().clone() for p in model.trained_parameters()]
+        return cache[discriminator_first, scaled]
+
+    return get
+
+
+@RunIf(dynamo=True)
+@pytest.mark.parametrize("compiled", ["module", "networks"])
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize(
+    ("discriminator_first", "scaled"),
+    [(False, False), (True, False), (True, True)],
+    ids=["generator_first", "discriminator_first", "discriminator_first_scaled"],
+)
+def test_compiled_gan_trains_as_eager_or_names_the_cause(
+    compiled, style, discriminator_first, scaled, eager_parameters, tmp_path
+):
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    model = TwoPhaseGAN(style, discriminator_first, scaled, backend=counter if compiled == "networks" else None)
+    graphs = GraphCount(counter)
+    try:
+        _fit(torch.compile(model, backend=counter) if compiled == "module" else model, tmp_path, [graphs])
+    except RuntimeError as error:
+        # from torch 2.5 Lightning's toggles make Dynamo check `requires_grad` again: no case may fail there
+        if _TORCH_GREATER_EQUAL_2_5 or "pytorch/pytorch#139476" not in str(error):
+            raise
+        assert "toggle_optimizer" in str(error)  # noqa: PT017 - either outcome is allowed here, not only the error
+        return
+    expected = eager_parameters(discriminator_first, scaled)
+    trained = model.trained_parameters()
+    differs = any(not torch.allclose(p, e) for p, e in zip(trained, expected, strict=True))
+    if scaled and not _TORCH_GREATER_EQUAL_2_5 and differs:
+        # torch before 2.5 does not guard a module's parameters, and the loss has a `grad_fn`: nothing that Lightning
+        # sees tells this case apart (documented in the guide's "Compile Manual Optimization")
+        pytest.xfail("pytorch/pytorch#139476: torch before 2.5 drops the compiled network's gradients silently")
+    torch.testing.assert_close(trained, expected)
+    assert counter.frame_count > 0, "nothing was compiled"
+    # at most one graph per network and toggle state, all compiled in the first step: no recompiles after it
+    assert graphs.per_step == [graphs.per_step[0]] * len(graphs.per_step)
