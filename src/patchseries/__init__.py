@@ -1,3 +1,3 @@
 """Apply a patch series to a pinned PyTorch Lightning and test it."""
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
