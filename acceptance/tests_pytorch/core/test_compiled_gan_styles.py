@@ -30,8 +30,9 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from torch.utils.data import DataLoader
 
 from lightning.fabric.utilities.imports import _TORCH_GREATER_EQUAL_2_5
-from lightning.pytorch import Callback, Trainer
+from lightning.pytorch import Trainer
 from lightning.pytorch.demos.boring_classes import BoringModel, RandomDataset
+from tests_pytorch.helpers.compile_toggling import GraphCountAtStep
 from tests_pytorch.helpers.runif import RunIf
 
 STYLES = ("calls", "toggled", "loss_method", "inline")
@@ -167,15 +168,6 @@ class TwoPhaseGAN(BoringModel):
         return DataLoader(RandomDataset(32, 64), batch_size=8)
 
 
-class GraphCount(Callback):
-    def __init__(self, counter: Any) -> None:
-        self.counter = counter
-        self.per_step: list[int] = []
-
-    def on_train_batch_end(self, *_: Any) -> None:
-        self.per_step.append(self.counter.frame_count)
-
-
 def _fit(model: Any, tmp_path: Any, callbacks: list = ()) -> None:
     trainer = Trainer(
         default_root_dir=tmp_path,
@@ -219,7 +211,7 @@ def test_compiled_gan_trains_as_eager_or_names_the_cause(
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("aot_eager")
     model = TwoPhaseGAN(style, discriminator_first, scaled, backend=counter if compiled == "networks" else None)
-    graphs = GraphCount(counter)
+    graphs = GraphCountAtStep(counter)
     try:
         _fit(torch.compile(model, backend=counter) if compiled == "module" else model, tmp_path, [graphs])
     except RuntimeError as error:
