@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
@@ -144,6 +145,35 @@ def test_a_complete_matrix_replaces_the_page_table(synthetic, tmp_path, monkeypa
     assert _matrix(synthetic, option, str(page)) == 0
     assert "| 2.13.0 | `test_a` | 1 failed | 1 passed |" in page.read_text()
     assert "old table" not in page.read_text()
+
+
+@pytest.mark.parametrize("failing", ["matrix.json", "matrix.md"])
+def test_a_write_that_fails_midway_leaves_the_old_matrix_files_whole(synthetic, monkeypatch, capsys, failing):
+    """A full disk (or an interrupt) while matrix.json or matrix.md is written leaves the old file whole."""
+    monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: [_complete_row("2.13.0")])
+    assert _matrix(synthetic) == 0
+    out_dir = synthetic.ws.reports / "matrix"
+    before = {path.name: path.read_bytes() for path in sorted(out_dir.iterdir())}
+    assert set(before) == {"matrix.json", "matrix.md"}
+    capsys.readouterr()
+
+    def half_then_disk_full(write):
+        def half(self, data, *args, **kwargs):
+            if self.name.startswith(failing):  # the file itself, or the copy renamed over it
+                write(self, data[: len(data) // 2], *args, **kwargs)
+                raise OSError(28, "No space left on device", str(self))
+            return write(self, data, *args, **kwargs)
+
+        return half
+
+    monkeypatch.setattr(Path, "write_text", half_then_disk_full(Path.write_text))
+    monkeypatch.setattr(Path, "write_bytes", half_then_disk_full(Path.write_bytes))
+    monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: [_complete_row(), _complete_row("2.14.0")])
+
+    assert _matrix(synthetic) == 2
+    assert capsys.readouterr().err.startswith("error: No space left on device")
+    assert (out_dir / failing).read_bytes() == before[failing]  # each file is replaced in one rename, or not at all
+    assert sorted(path.name for path in out_dir.iterdir()) == sorted(before)  # no half-written copy is left either
 
 
 @pytest.mark.parametrize(

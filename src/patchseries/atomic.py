@@ -21,10 +21,17 @@ _RECORD = ".commit"
 
 
 def write_file(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` in one rename; the text is written as it is (no newline translation)."""
+    """Replace ``path`` by ``text`` in one rename; the text is written as it is (no newline translation).
+
+    A write that fails (a full disk, an interrupt) leaves ``path`` as it was and removes the half-written copy.
+    """
     staged = partial_path(path)
-    staged.write_bytes(text.encode())
-    os.replace(staged, path)
+    try:
+        staged.write_bytes(text.encode())
+        os.replace(staged, path)
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
 
 
 def start_rewrite(folder: Path) -> Path:
