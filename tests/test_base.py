@@ -159,10 +159,7 @@ def test_a_bad_pin_is_one_error_line_and_creates_nothing(synthetic, tmp_path, ed
     assert not (tmp_path / "fresh" / "trees").exists()
 
 
-def test_disk_full_while_unpacking_the_sdist_is_one_short_line_and_leaves_no_partial_tree(
-    synthetic, tmp_path, monkeypatch, capsys
-):
-
+def _copy_fills_the_disk(monkeypatch):
     def full_disk(source, target):  # what shutil.move's copy fallback raises when the disk fills up
         Path(target).mkdir(parents=True)
         (Path(target) / "half-copied").write_text("x")
@@ -170,16 +167,35 @@ def test_disk_full_while_unpacking_the_sdist_is_one_short_line_and_leaves_no_par
         raise shutil.Error([(f"{source}/src/f{n}.py", f"{target}/src/f{n}.py", why) for n in range(3000)])
 
     monkeypatch.setattr("patchseries.base.shutil.move", full_disk)
+    return "(and 2999 more)"
 
-    status = main(["fetch", "--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "fresh")])
+
+def _unpacking_fills_the_disk(monkeypatch):
+    def full_disk(archive, dest):  # what a file's write() raises when the disk fills up: no path in it
+        (dest / "half-unpacked").write_text("x")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("patchseries.base._safe_extract", full_disk)
+    return ""
+
+
+@pytest.mark.parametrize("fill_the_disk", [_copy_fills_the_disk, _unpacking_fills_the_disk])
+def test_disk_full_while_unpacking_the_sdist_is_one_short_line_and_leaves_no_partial_tree(
+    synthetic, tmp_path, monkeypatch, capsys, fill_the_disk
+):
+    more = fill_the_disk(monkeypatch)
+    workdir = tmp_path / "fresh"
+
+    status = main(["fetch", "--patches", str(synthetic.ws.patches), "--workdir", str(workdir)])
 
     err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("[patchseries ")]
     assert status == 2
     assert len(err) == 1
     assert len(err[0]) < 400
-    assert err[0].startswith("error: No space left on device: ")
-    assert "(and 2999 more)" in err[0]
-    assert list((tmp_path / "fresh" / "trees").iterdir()) == []
+    assert err[0].startswith(f"error: No space left on device: {workdir}")  # the path to check, not "that path"
+    assert more in err[0]
+    assert list((workdir / "trees").glob("*")) == []
+    assert list(workdir.rglob("half-*")) == []
 
 
 def test_a_failure_while_committing_the_base_leaves_no_partial_tree(tmp_path, monkeypatch):

@@ -71,8 +71,11 @@ def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
         else:
             remove(tree)
             building.rename(tree)
-    except BaseException:
+    except BaseException as exc:
         remove(building)  # a half-made base (a full disk, a git failure, an interrupt) is never left behind
+        if isinstance(exc, OSError) and exc.filename is None and not isinstance(exc, shutil.Error):
+            # a write that failed (a full disk) names no file: name the tree being built, whose disk to check
+            raise OSError(exc.errno, exc.strerror or str(exc), str(tree)) from exc
         raise
     return BaseTree(tree, "sdist")
 
