@@ -10,7 +10,7 @@ import pytest
 from conftest import cli, commit, git
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report
-from patchseries.forward import Entry, _add_entry, _changelog_hunks, forward_message
+from patchseries.forward import Entry, _add_entry, _changelog_hunks, forward_message, forward_series
 from patchseries.pin import load_pin
 from patchseries.series import read_series
 
@@ -86,6 +86,26 @@ def test_forward_series_passes_its_drift_check_on_the_pinned_commit(synthetic, m
     check = synthetic.run("check", "--checkout", str(master))
     assert "master/ (onto" in check.stdout, check.stdout + check.stderr
     assert check.stdout.count("ok: ") == 2
+
+
+def test_forward_series_with_relative_paths_from_another_directory_writes_the_forward_folder(
+    synthetic, master, tmp_path, monkeypatch
+):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    patches = Path("../patches")
+    release_patches = read_series(patches / "series")
+
+    results = forward_series(
+        Path("..", master.name), load_pin(patches / "base.toml"), release_patches,
+        load_pin(patches / "master/base.toml"), patches / "master",
+    )  # fmt: skip
+
+    assert [r.status for r in results] == ["already upstream", "forwarded", "forwarded"]
+    names = [p.name for p in read_series(synthetic.ws.patches / "master/series")]
+    assert names == ["0001-Add-a-CHANGELOG-entry.patch", "0002-Fix-the-version.patch"]
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_forward_with_a_conflict_names_the_file_and_writes_nothing(synthetic, master):

@@ -61,7 +61,11 @@ def export_series(
     ``author`` (``Name <email>``) is the ``From:`` of every patch, else each commit's own author; with
     ``refuse_placeholder_authors`` (what ``export`` and ``forward`` write into ``patches/``) an ``@invalid`` author is
     refused, so that no placeholder identity reaches a committed patch.
+
+    Relative paths are taken from the current directory (git runs in ``repo``, where they would mean other folders).
+    An export that makes no patch over a ``series`` that lists some is refused: it would only delete the series.
     """
+    repo, patches_dir = repo.resolve(), patches_dir.resolve()
     dirty = uncommitted_files(repo)
     if dirty:
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
@@ -89,6 +93,12 @@ def export_series(
             git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits,
                 cwd=source)  # fmt: skip
         names = sorted(p.name for p in staging.glob("*.patch"))
+        listed = listed_names(patches_dir / "series")
+        if not names and listed:
+            raise SeriesError(
+                f"export of {base}..{branch} of {repo} made no patch, while {patches_dir / 'series'} lists "
+                f"{len(listed)} ({listed[0]}, ...); refusing to empty the series, nothing was written"
+            )
         placeholders = [n for n in names if refuse_placeholder_authors and is_placeholder(_from(staging / n))]
         if placeholders:
             raise SeriesError(
@@ -104,7 +114,6 @@ def export_series(
                 "(python -m patchseries apply --git, or --checkout PATH) and export from there, or pass "
                 "--drop-missing to drop them"
             )
-        listed = listed_names(patches_dir / "series")
         _refuse_overwriting_unlisted(patches_dir, staging, [n for n in names if n not in listed])
         (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
         commit_rewrite(patches_dir, [*names, "series"], sorted(set(listed) - set(names)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from patchseries.apply import abort_am, failed_files
@@ -66,8 +66,11 @@ def forward_series(
     """Write the forward series of ``release_patches`` onto ``target.commit`` of ``upstream`` into ``out_dir``.
 
     ``author`` is the ``From:`` of every patch (else the release patches' own authors); an ``@invalid`` one is refused.
-    Files of ``out_dir`` other than its patches and ``series`` (the pin, draft issue texts) are kept.
+    Files of ``out_dir`` other than its patches and ``series`` (the pin, draft issue texts) are kept. Relative paths
+    (``upstream``, ``out_dir``, the patches') are taken from the current directory, not from the scratch clone.
     """
+    upstream, out_dir = upstream.resolve(), out_dir.resolve()
+    release_patches = [replace(patch, path=patch.path.absolute()) for patch in release_patches]
     for ref, what in ((f"refs/tags/{release.tag}", f"the release's tag {release.tag}"), (target.commit, "the target")):
         if git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=upstream, check=False).returncode != 0:
             raise SeriesError(f"{upstream} lacks {what} ({ref}); fetch it (git fetch origin --tags) and re-run")
