@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import torch
+from lightning_utilities.core.imports import RequirementCache
 from torch import nn
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch.utils.data import DataLoader
@@ -231,3 +232,38 @@ def test_compiled_gan_trains_as_eager_or_names_the_cause(
     assert counter.frame_count > 0, "nothing was compiled"
     # at most one graph per network and toggle state, all compiled in the first step: no recompiles after it
     assert graphs.per_step == [graphs.per_step[0]] * len(graphs.per_step)
+
+
+class _DetachedLoss(BoringModel):
+    """Backpropagates a loss without ``grad_fn`` under a toggle, as a graph reused by pytorch/pytorch#139476 gives."""
+
+    def __init__(self, skip_losses_without_grad: bool) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.skip_losses_without_grad = skip_losses_without_grad
+
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        if loss.requires_grad or not self.skip_losses_without_grad:
+            super().backward(loss, *args, **kwargs)
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizer = self.optimizers()
+        self.toggle_optimizer(optimizer)
+        optimizer.zero_grad()
+        self.manual_backward(self.step(batch).detach())
+        optimizer.step()
+        self.untoggle_optimizer(optimizer)
+
+
+def test_a_backward_hook_that_skips_losses_without_grad_keeps_working(tmp_path):
+    """As on Lightning 2.6.6: ``manual_backward`` names the Dynamo issue only when the backward itself fails."""
+    model = _DetachedLoss(skip_losses_without_grad=True)
+    _fit(model, tmp_path)
+    assert model.trainer.global_step == 6
+
+
+def test_a_loss_without_grad_fn_under_a_toggle_names_the_cause_where_dynamo_can_reuse_graphs(tmp_path):
+    named = bool(RequirementCache("torch<2.12"))
+    match = r"no `grad_fn`.*pytorch/pytorch#139476.*To avoid it," if named else "does not require grad"
+    with pytest.raises(RuntimeError, match=match):
+        _fit(_DetachedLoss(skip_losses_without_grad=False), tmp_path)

@@ -246,6 +246,68 @@ def test_steps_of_the_bare_optimizer_inside_a_stepping_block_are_not_seen(tmp_pa
     assert module.trainer.global_step == 1  # the Trainer counts the block's step only
 
 
+def _step_inside_without_zeroing(toggle, module, batch, batch_idx):
+    for index, optimizer in enumerate(module.optimizers()):
+        with toggle(module, optimizer):
+            module.manual_backward(module.phase_loss(batch, index))
+            optimizer.step()
+
+
+def test_the_advice_for_a_body_that_relied_on_the_block_to_zero_keeps_it_zeroing(tmp_path):
+    """A ``step=True`` body that also steps and leaves zeroing to the block: the error's advice for it
+    (``zero_grad=True`` instead of ``step=True``) trains as ``step=True`` without the extra step would."""
+    module = TwoOptimizers(lambda *args: _step_inside_without_zeroing(_stepping, *args))
+    with pytest.raises(RuntimeError, match="remove `step=True` and zero the gradients.*`zero_grad=True`"):
+        fit(lambda: module, tmp_path)
+
+    intended = fit(lambda: TwoOptimizers(_step_in_blocks), tmp_path)
+    advised = fit(
+        lambda: TwoOptimizers(
+            lambda *args: _step_inside_without_zeroing(lambda m, o: m.toggle_optimizer(o, zero_grad=True), *args)
+        ),
+        tmp_path,
+    )
+    assert _equal(intended, advised)
+
+
+def _step_in_blocks(module, batch, batch_idx):
+    for index, optimizer in enumerate(module.optimizers()):
+        with module.toggle_optimizer(optimizer, step=True):
+            module.manual_backward(module.phase_loss(batch, index))
+
+
+def test_a_bare_block_written_to_zero_and_step_warns_that_nothing_steps(tmp_path):
+    """The feature request's form, ``with self.toggle_optimizer(opt):`` expecting zero_grad and step, is
+    ``toggled_optimizer`` in v4: it never steps. Lightning says so in the first epoch instead of training nothing."""
+
+    def body(module, batch, batch_idx):
+        for index, optimizer in enumerate(module.optimizers()):
+            with module.toggle_optimizer(optimizer):
+                module.manual_backward(module.phase_loss(batch, index))
+
+    with pytest.warns(UserWarning, match=r"No optimizer has stepped.*pass `step=True`"):
+        module = fit(lambda: TwoOptimizers(body), tmp_path)
+    assert module.trainer.global_step == 0
+
+
+def test_bare_blocks_that_step_do_not_warn(tmp_path):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="No optimizer has stepped")
+        for body in BODIES:
+            fit(lambda body=body: TwoOptimizers(lambda *args: body(_renamed, *args)), tmp_path)
+
+
+def test_step_true_without_a_with_statement_warns(tmp_path):
+    def body(module, batch, batch_idx):
+        optimizer = module.optimizers()[0]
+        module.toggle_optimizer(optimizer, step=True)
+        module.manual_backward(module.step(batch))
+        module.untoggle_optimizer(optimizer)
+
+    with pytest.warns(UserWarning, match="zeroes and steps only in a `with` statement"):
+        fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
+
+
 # --- what worked on 2.6.6 keeps working ----------------------------------------------------------------------------
 
 
@@ -572,6 +634,49 @@ def test_exception_in_a_stepping_block_skips_the_step_and_restores_requires_grad
     assert _requires_grad(module) == before
     assert module.trainer.global_step == 2  # the first batch's two steps; none of the failing one
     assert module._param_requires_grad_state == {}
+
+
+def test_untoggle_inside_a_stepping_block_is_refused_before_the_step(tmp_path):
+    seen = {}
+
+    def body(module, batch, batch_idx):
+        before, params = _requires_grad(module), _parameters(module)
+        optimizer = module.optimizers()[0]
+        block = module.toggle_optimizer(optimizer, step=True)
+        with pytest.raises(RuntimeError, match="toggled or untoggled inside"), block:  # noqa: PT012 - on exit
+            module.manual_backward(module.step(batch))
+            module.untoggle_optimizer(optimizer)
+        seen["restored"] = _requires_grad(module) == before
+        seen["unchanged"] = all(torch.equal(params[name], p) for name, p in _parameters(module).items())
+
+    fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
+
+    assert seen == {"restored": True, "unchanged": True}
+
+
+def test_a_step_that_raises_on_exit_still_untoggles(tmp_path):
+    seen = {}
+
+    class FailingStep(torch.optim.SGD):
+        def step(self, closure: Any = None) -> None:
+            raise RuntimeError("step failed")
+
+    class Module(TwoOptimizers):
+        def configure_optimizers(self) -> Any:
+            first = list(self.first.parameters()) + list(self.frozen.parameters())
+            return [FailingStep(first, lr=0.1), torch.optim.SGD(self.layer.parameters(), lr=0.1)]
+
+    def body(module, batch, batch_idx):
+        before = _requires_grad(module)
+        block = module.toggle_optimizer(module.optimizers()[0], step=True)
+        with pytest.raises(RuntimeError, match="step failed"), block:  # noqa: PT012 - raises on exit
+            module.manual_backward(module.step(batch))
+        seen["restored"] = _requires_grad(module) == before
+        seen["state"] = module._param_requires_grad_state
+
+    fit(lambda: Module(body), tmp_path, steps=1)
+
+    assert seen == {"restored": True, "state": {}}
 
 
 def test_failing_zero_grad_leaves_nothing_toggled(tmp_path):
