@@ -277,7 +277,15 @@ def test_forward_of_a_series_pinned_to_a_commit_names_the_release_series(synthet
         f'commit = "{head.stdout.strip()}"\n'
     )
 
-    proc = cli("forward", "--patches", str(forward_dir), "--checkout", str(upstream_clone))
+    proc = cli(
+        "forward",
+        "--patches",
+        str(forward_dir),
+        "--checkout",
+        str(upstream_clone),
+        "--workdir",
+        str(synthetic.ws.workdir),
+    )
 
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
