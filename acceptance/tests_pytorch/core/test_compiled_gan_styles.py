@@ -262,8 +262,9 @@ def test_a_backward_hook_that_skips_losses_without_grad_keeps_working(tmp_path):
     assert model.trainer.global_step == 6
 
 
-def test_a_loss_without_grad_fn_under_a_toggle_names_the_cause_where_dynamo_can_reuse_graphs(tmp_path):
+@RunIf(dynamo=True)
+def test_a_compiled_loss_without_grad_fn_under_a_toggle_names_the_cause_where_dynamo_can_reuse_graphs(tmp_path):
     named = bool(RequirementCache("torch<2.12"))
     match = r"no `grad_fn`.*pytorch/pytorch#139476.*To avoid it," if named else "does not require grad"
     with pytest.raises(RuntimeError, match=match):
-        _fit(_DetachedLoss(skip_losses_without_grad=False), tmp_path)
+        _fit(torch.compile(_DetachedLoss(skip_losses_without_grad=False), backend="aot_eager"), tmp_path)

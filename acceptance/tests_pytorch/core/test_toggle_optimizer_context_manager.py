@@ -257,7 +257,7 @@ def test_the_advice_for_a_body_that_relied_on_the_block_to_zero_keeps_it_zeroing
     """A ``step=True`` body that also steps and leaves zeroing to the block: the error's advice for it
     (``zero_grad=True`` instead of ``step=True``) trains as ``step=True`` without the extra step would."""
     module = TwoOptimizers(lambda *args: _step_inside_without_zeroing(_stepping, *args))
-    with pytest.raises(RuntimeError, match="remove `step=True` and zero the gradients.*`zero_grad=True`"):
+    with pytest.raises(RuntimeError, match="remove `step=True`, and if the block zeroed.*`zero_grad=True`"):
         fit(lambda: module, tmp_path)
 
     intended = fit(lambda: TwoOptimizers(_step_in_blocks), tmp_path)
@@ -278,23 +278,24 @@ def _step_in_blocks(module, batch, batch_idx):
 
 def test_a_bare_block_written_to_zero_and_step_warns_that_nothing_steps(tmp_path):
     """The feature request's form, ``with self.toggle_optimizer(opt):`` expecting zero_grad and step, is
-    ``toggled_optimizer`` in v4: it never steps. Lightning says so in the first epoch instead of training nothing."""
+    ``toggled_optimizer`` in v4: it never steps. Lightning says so after the first epoch instead of training nothing."""
 
     def body(module, batch, batch_idx):
         for index, optimizer in enumerate(module.optimizers()):
             with module.toggle_optimizer(optimizer):
                 module.manual_backward(module.phase_loss(batch, index))
 
-    with pytest.warns(UserWarning, match=r"No optimizer has stepped.*pass `step=True`"):
-        module = fit(lambda: TwoOptimizers(body), tmp_path)
+    with pytest.warns(UserWarning, match=r"No optimizer has stepped in a whole epoch.*pass `step=True`"):
+        module = fit(lambda: TwoOptimizers(body), tmp_path, steps=2, epochs=2)
     assert module.trainer.global_step == 0
 
 
 def test_bare_blocks_that_step_do_not_warn(tmp_path):
+    """Also accumulation whose only step of the first epoch comes after the block of its last batch."""
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="No optimizer has stepped")
         for body in BODIES:
-            fit(lambda body=body: TwoOptimizers(lambda *args: body(_renamed, *args)), tmp_path)
+            fit(lambda body=body: TwoOptimizers(lambda *args: body(_renamed, *args)), tmp_path, steps=2, epochs=2)
 
 
 def test_step_true_without_a_with_statement_warns(tmp_path):

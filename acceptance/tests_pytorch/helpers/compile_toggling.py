@@ -190,9 +190,10 @@ def fit(
     steps: int = 4,
     callbacks: list | None = None,
     seed: int = 7,
+    epochs: int = 1,
     **trainer_kwargs: Any,
 ) -> LightningModule:
-    """Build the module from ``seed``, optionally compile it, and train it on CPU for ``steps`` batches."""
+    """Build the module from ``seed``, optionally compile it, and train it on CPU: ``epochs`` of ``steps`` batches."""
     if backend is not None:
         torch._dynamo.reset()  # start from an empty cache so that every test counts its own compilations
     torch.manual_seed(seed)
@@ -202,7 +203,7 @@ def fit(
         default_root_dir=root_dir,
         accelerator="cpu",
         devices=1,
-        max_epochs=1,
+        max_epochs=epochs,
         limit_train_batches=steps,
         limit_val_batches=0,
         logger=False,
