@@ -131,7 +131,7 @@ def test_anchors_are_githubs(heading, anchor):
     [
         ("docs/missing.md", "docs/missing.md does not exist"),
         ("README.md#no-such-heading", "README.md has no heading with the anchor #no-such-heading"),
-        ("/work/main/README.md", "an absolute path: link relative to the page"),
+        ("/srv/checkout/README.md", "an absolute path: link relative to the page"),
         ("file:///tmp/x", "a file link (only https and relative links are allowed)"),
         ("http://example.org", "not https"),
         ("https://exa mple", "not a well-formed https URL"),
