@@ -655,17 +655,24 @@ def test_untoggle_inside_a_stepping_block_is_refused_before_the_step(tmp_path):
     assert seen == {"restored": True, "unchanged": True}
 
 
-def test_a_step_that_raises_on_exit_still_untoggles(tmp_path):
-    seen = {}
+def _first_optimizer_failing_in(method: str) -> type[TwoOptimizers]:
+    """``TwoOptimizers`` whose first optimizer raises ``RuntimeError("<method> failed")`` from ``method``."""
 
-    class FailingStep(torch.optim.SGD):
-        def step(self, closure: Any = None) -> None:
-            raise RuntimeError("step failed")
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError(f"{method} failed")
+
+    failing = type(f"Failing_{method}", (torch.optim.SGD,), {method: fail})
 
     class Module(TwoOptimizers):
         def configure_optimizers(self) -> Any:
             first = list(self.first.parameters()) + list(self.frozen.parameters())
-            return [FailingStep(first, lr=0.1), torch.optim.SGD(self.layer.parameters(), lr=0.1)]
+            return [failing(first, lr=0.1), torch.optim.SGD(self.layer.parameters(), lr=0.1)]
+
+    return Module
+
+
+def test_a_step_that_raises_on_exit_still_untoggles(tmp_path):
+    seen = {}
 
     def body(module, batch, batch_idx):
         before = _requires_grad(module)
@@ -675,22 +682,13 @@ def test_a_step_that_raises_on_exit_still_untoggles(tmp_path):
         seen["restored"] = _requires_grad(module) == before
         seen["state"] = module._param_requires_grad_state
 
-    fit(lambda: Module(body), tmp_path, steps=1)
+    fit(lambda: _first_optimizer_failing_in("step")(body), tmp_path, steps=1)
 
     assert seen == {"restored": True, "state": {}}
 
 
 def test_failing_zero_grad_leaves_nothing_toggled(tmp_path):
     seen = {}
-
-    class FailingZeroGrad(torch.optim.SGD):
-        def zero_grad(self, set_to_none: bool = True) -> None:
-            raise RuntimeError("zero_grad failed")
-
-    class Module(TwoOptimizers):
-        def configure_optimizers(self) -> Any:
-            first = list(self.first.parameters()) + list(self.frozen.parameters())
-            return [FailingZeroGrad(first, lr=0.1), torch.optim.SGD(self.layer.parameters(), lr=0.1)]
 
     def body(module, batch, batch_idx):
         before = _requires_grad(module)
@@ -701,7 +699,7 @@ def test_failing_zero_grad_leaves_nothing_toggled(tmp_path):
         with module.toggle_optimizer(opt_second, step=True):  # nothing is left toggled
             module.manual_backward(module.step(batch))
 
-    module = fit(lambda: Module(body), tmp_path, steps=1)
+    module = fit(lambda: _first_optimizer_failing_in("zero_grad")(body), tmp_path, steps=1)
 
     assert seen == {"restored": True}
     assert module.trainer.global_step == 1
