@@ -17,8 +17,8 @@ The discriminator phase scores ``G(z)`` with the generator frozen by ``toggle_op
 ``D(G(z))`` with the discriminator frozen, so each network runs under both optimizers' toggles. torch before 2.12
 can reuse a graph that Dynamo compiled under the other toggle state (pytorch/pytorch#139476): the loss then has no
 ``grad_fn``, or silently lacks the gradients of the compiled network. Each case must train to the eager run's
-parameters, or, before torch 2.5 only, stop with Lightning's error that names the cause (none trains wrong). Styles ``loss_method`` and
-``inline`` write each phase as ``with self.toggle_optimizer(opt, step=True):``.
+parameters, or, before torch 2.5 only, stop with Lightning's error that names the cause (none may train wrong).
+Styles ``loss_method`` and ``inline`` write each phase as ``with self.toggle_optimizer(opt, step=True):``.
 """
 
 from typing import Any
