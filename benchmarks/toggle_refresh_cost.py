@@ -1,9 +1,10 @@
 """What one ``toggle_optimizer`` + ``untoggle_optimizer`` pair costs on a module with many submodules.
 
 Patch 0009 makes the toggles re-insert a key in the ``_parameters`` dict of every module whose parameters they flip, on
-torch 2.5 to 2.11 and only once Dynamo has compiled something (pytorch/pytorch#139476). This prints the cost of a
-toggle pair before and after a first compile, so that the overhead is a figure, not a guess. Run it with the Python of
-an environment that has the Lightning to measure (the main job prints where it is), e.g.
+torch 2.5 to 2.11 and only once Dynamo has compiled something, and on torch 2.2 to 2.4 look for unmarked submodules
+(pytorch/pytorch#139476), marking them once the ``LightningModule`` is compiled. This prints the cost of a toggle pair
+before and after a first compile, and with the module compiled, so that the overhead is a figure, not a guess. Run it
+with the Python of an environment that has the Lightning to measure (the main job prints where it is), e.g.
 
     .work/venvs/py3.11-torch2.10.0-sdist-2.6.6/bin/python benchmarks/toggle_refresh_cost.py [--modules 10000]
 
@@ -19,6 +20,7 @@ from unittest import mock
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities.compile import from_compiled
 from torch import nn
 
 
@@ -56,6 +58,8 @@ def main() -> None:
     print(f"  toggle + untoggle, nothing compiled yet: {toggle_pair_ms(module, optimizers, args.repeats):7.1f} ms")
     torch.compile(nn.Linear(2, 2), backend="eager")(torch.randn(1, 2))  # any compile in the process counts
     print(f"  toggle + untoggle, after a compile:      {toggle_pair_ms(module, optimizers, args.repeats):7.1f} ms")
+    from_compiled(torch.compile(module, backend="eager"))  # as `Trainer.fit` does with a compiled module
+    print(f"  toggle + untoggle, the module compiled:  {toggle_pair_ms(module, optimizers, args.repeats):7.1f} ms")
 
 
 if __name__ == "__main__":
