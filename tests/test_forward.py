@@ -314,3 +314,18 @@ def test_a_crlf_changelog_keeps_its_line_endings(tmp_path):
     _add_entry(path, Entry(path.name, "### Fixed", "- Fixed z"))
 
     assert path.read_bytes() == b"## [unreleased]\r\n\r\n### Fixed\r\n\r\n- Fixed z\r\n\r\n## [1.0]\r\n"
+
+
+def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master):
+    """A patch marked `Upstream-Status: Inappropriate [why]` (DEP-3) stays in the release series only."""
+    commit(synthetic.tree, {"src/fakelib/workaround.py": "WORKAROUND = True\n"},
+           "Work around a torch bug\n\nUpstream-Status: Inappropriate [torch's bug, fixed in torch 9]\nBug: none")  # fmt: skip
+    from patchseries.export import export_series
+
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+    proc = synthetic.run("forward", "--checkout", str(master))
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"0004-Work-around-a-torch-bug.patch +release only \(torch's bug, fixed in torch 9\)", proc.stdout)
+    names = [p.name for p in read_series(synthetic.ws.patches / "master/series")]
+    assert names == ["0001-Add-a-CHANGELOG-entry.patch", "0002-Fix-the-version.patch"]

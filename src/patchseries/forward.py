@@ -3,6 +3,7 @@
 Each patch of the release series is tried in order on a scratch clone at the forward series' pinned commit:
 
 - a patch whose changes the target already has (the upstream commits it backports) is reported and not carried;
+- a patch marked ``Upstream-Status: Inappropriate [why]`` (a release-only workaround) is reported and not carried;
 - every other patch is re-applied with ``git am --3way``, without its CHANGELOG hunks, which never apply across
   releases; its CHANGELOG entries are then re-placed under the same heading (``### Fixed``, ...) of the target's
   unreleased section, and its DEP-3 trailers (``Upstream-Status:``, ``Bug:``, ...) are dropped: upstream's commits
@@ -55,7 +56,7 @@ class Forwarded:
     """What happened to one patch of the release series."""
 
     patch: str
-    status: str  # "already upstream", "forwarded" or "conflicts"
+    status: str  # "already upstream", "release only", "forwarded" or "conflicts"
     detail: str = ""
     entries: list[Entry] = field(default_factory=list)
 
@@ -96,6 +97,9 @@ def forward_series(
 
 
 def _forward_one(repo: Path, patch: Patch, entries: list[Entry], upstream_ids: dict[str, str]) -> Forwarded:
+    status = dict(patch.trailers).get("Upstream-Status", "")
+    if status.startswith("Inappropriate"):  # DEP-3: a release-only workaround, which upstream will not take
+        return Forwarded(patch.name, "release only", status.removeprefix("Inappropriate").strip(" []"))
     present = already_upstream(repo, patch, upstream_ids)
     if present:
         return Forwarded(patch.name, "already upstream", present)
