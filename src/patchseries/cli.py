@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from patchseries import __version__
 from patchseries.atomic import write_file
-from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_index
+from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_index, torch_release
 from patchseries.errors import SeriesError
 from patchseries.lock import workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace
@@ -103,6 +103,7 @@ def _validate(args: argparse.Namespace) -> None:
     if args.command in ("test", "matrix"):
         torch_index()
     if args.command == "test":
+        args.torch = torch_release(args.torch)  # `--torch 2.13` is 2.13.0, and uses 2.13.0's environment
         check_python(args.torch, parse_torch_version(args.torch), running_python())
     if args.command == "matrix":
         if args.refresh_compile_stats and not args.from_json:
@@ -112,8 +113,8 @@ def _validate(args: argparse.Namespace) -> None:
                 "--torch and --from-json are alternatives: --from-json renders the releases saved in JSON; drop "
                 "--torch, or run the matrix without --from-json"
             )
-        for version in args.torch or []:
-            parse_torch_version(version)
+        if args.torch:  # each release once, by its full number (`--torch 2.13 --torch 2.13.0` is one run)
+            args.torch = list(dict.fromkeys(torch_release(version) for version in args.torch))
     if args.command in ("export", "forward"):
         from patchseries.export import AUTHOR_ENV, parse_identity
 
