@@ -79,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _validate(args)
         ws = Workspace.default(patches=args.patches, workdir=args.workdir)
+        _validate_pins(args, ws)
         with _lock(args, ws):
             status = int(args.handler(args, ws))
         sys.stdout.flush()
@@ -121,6 +122,15 @@ def _validate(args: argparse.Namespace) -> None:
         args.author = args.author or os.environ.get(AUTHOR_ENV) or None
         if args.author:
             parse_identity(args.author)
+
+
+def _validate_pins(args: argparse.Namespace, ws: Workspace) -> None:
+    """Read every pin the command uses, in full, before the work directory or its lock is made: a refused pin
+    leaves nothing behind, and nothing is downloaded for it."""
+    from_json_only = args.command == "matrix" and args.from_json and not args.refresh_compile_stats
+    pin = load_pin(ws.pin_file) if args.command != "status" and not from_json_only else None
+    if args.command == "forward" and pin is not None and not pin.commit:  # a commit pin is refused by cmd_forward
+        load_pin((args.to or ws.patches / FORWARD_DIR) / "base.toml")
 
 
 @contextmanager
