@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -314,3 +315,20 @@ def test_a_crlf_changelog_keeps_its_line_endings(tmp_path):
     _add_entry(path, Entry(path.name, "### Fixed", "- Fixed z"))
 
     assert path.read_bytes() == b"## [unreleased]\r\n\r\n### Fixed\r\n\r\n- Fixed z\r\n\r\n## [1.0]\r\n"
+
+
+def test_forward_refuses_a_merge_in_progress_in_the_checkout(synthetic, master):
+    """Issue 31, row 2: forward reads the checkout's refs, which a merge or rebase in progress has not settled."""
+    git(master, "checkout", "-q", "-b", "other", "1.0")
+    commit(master, {"src/fakelib/core.py": "def answer():\n    return 0\n"}, "Other answer")
+    subprocess.run(["git", "merge", "-q", "master"], cwd=master, capture_output=True, check=False)  # conflicts
+    assert (master / ".git" / "MERGE_HEAD").exists()
+
+    proc = synthetic.run("forward", "--checkout", str(master))
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: a git merge is in progress in {master}; finish it (git commit) or abort it (git merge --abort), "
+        "then re-run"
+    ]
+    assert not (synthetic.ws.patches / "master" / "series").exists()

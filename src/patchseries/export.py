@@ -65,7 +65,11 @@ def export_series(
     Relative paths are taken from the current directory (git runs in ``repo``, where they would mean other folders).
     An export that makes no patch over a ``series`` that lists some is refused: it would only delete the series.
     """
+    from patchseries.treestate import refuse_operation_in_progress  # here: treestate imports this module
+
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
+    # a stopped `git rebase -i` has not moved the branch yet: exporting now would write the old series as the new one
+    refuse_operation_in_progress(repo)
     dirty = uncommitted_files(repo)
     if dirty:
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")

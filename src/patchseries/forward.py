@@ -69,7 +69,10 @@ def forward_series(
     Files of ``out_dir`` other than its patches and ``series`` (the pin, draft issue texts) are kept. Relative paths
     (``upstream``, ``out_dir``, the patches') are taken from the current directory, not from the scratch clone.
     """
+    from patchseries.treestate import refuse_operation_in_progress  # here: treestate imports export, as this does
+
     upstream, out_dir = upstream.resolve(), out_dir.resolve()
+    refuse_operation_in_progress(upstream)  # its refs may be anywhere until the operation ends
     release_patches = [replace(patch, path=patch.path.absolute()) for patch in release_patches]
     for ref, what in ((f"refs/tags/{release.tag}", f"the release's tag {release.tag}"), (target.commit, "the target")):
         if git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=upstream, check=False).returncode != 0:
