@@ -332,3 +332,16 @@ def test_forward_refuses_a_merge_in_progress_in_the_checkout(synthetic, master):
         "then re-run"
     ]
     assert not (synthetic.ws.patches / "master" / "series").exists()
+
+
+def test_sigterm_while_forwarding_leaves_no_scratch_clone(synthetic, master, tmp_path):
+    """Issue 31, row 9: a SIGTERM during ``forward`` left its scratch clone in the system's temporary folder."""
+    from test_interrupts import INTERRUPTED, run_signalled
+
+    proc = run_signalled(synthetic, tmp_path, "forward-scratch", "forward", "--checkout", str(master), "--workdir",
+                         str(synthetic.ws.workdir))  # fmt: skip
+
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.splitlines() == [INTERRUPTED]
+    assert list((tmp_path / "system-tmp").iterdir()) == []
+    assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from patchseries import gitcmd
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, add_excludes, git, out
+from patchseries.interrupts import stage
 from patchseries.paths import Workspace, partial_path, remove
 from patchseries.pin import Pin
 from patchseries.progress import Log
@@ -84,6 +85,7 @@ def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
     """Unpack ``archive`` into ``building`` and commit it as the pinned base; the commit id."""
     with tempfile.TemporaryDirectory(dir=ws.workdir) as tmp:
         _safe_extract(archive, Path(tmp))
+        stage("fetch-unpacked")
         unpacked = Path(tmp) / pin.sdist_root
         if not unpacked.is_dir():
             raise SeriesError(
@@ -120,9 +122,13 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
     try:
         with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, partial.open("wb") as sink:
             shutil.copyfileobj(response, sink)
+            stage("fetch-download")
     except (urllib.error.URLError, OSError) as exc:
         remove(partial)
         raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
+    except BaseException:  # an interrupt: a half-downloaded file is never kept
+        remove(partial)
+        raise
     actual = _sha256(partial)
     if actual != pin.sdist_sha256:
         remove(partial)

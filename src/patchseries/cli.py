@@ -16,7 +16,8 @@ from patchseries import __version__
 from patchseries.atomic import write_file
 from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_index, torch_release
 from patchseries.errors import SeriesError
-from patchseries.lock import workdir_lock
+from patchseries.interrupts import sigterm_as_interrupt
+from patchseries.lock import series_lock, workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
@@ -77,13 +78,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             hint = f"; pytest arguments go after --, e.g. {prog} -- {' '.join(unknown)}"
         parser.exit(2, f"error: unrecognized arguments: {' '.join(unknown)}{hint}\n")
     try:
-        _validate(args)
-        ws = Workspace.default(patches=args.patches, workdir=args.workdir)
-        _validate_pins(args, ws)
-        with _lock(args, ws):
-            status = int(args.handler(args, ws))
-        sys.stdout.flush()
-        return status
+        with sigterm_as_interrupt():
+            _validate(args)
+            ws = Workspace.default(patches=args.patches, workdir=args.workdir)
+            _validate_pins(args, ws)
+            with _lock(args, ws):
+                status = int(args.handler(args, ws))
+            sys.stdout.flush()
+            return status
     except SeriesError as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -135,9 +137,14 @@ def _validate_pins(args: argparse.Namespace, ws: Workspace) -> None:
 
 @contextmanager
 def _lock(args: argparse.Namespace, ws: Workspace) -> Iterator[None]:
-    """The work directory's lock, for every command that reads or writes it."""
+    """The work directory's lock, for every command that reads or writes it; and the lock of the series folder that
+    ``export`` or ``forward`` rewrites, which runs from other work directories share."""
     reads_workdir = args.command != "status" and not getattr(args, "onto", None)
-    with workdir_lock(ws.workdir, f"patchseries {args.command}") if reads_workdir else nullcontext():
+    written = {"export": ws.patches, "forward": getattr(args, "to", None) or ws.patches / FORWARD_DIR}.get(args.command)
+    with (
+        workdir_lock(ws.workdir, f"patchseries {args.command}") if reads_workdir else nullcontext(),
+        series_lock(written) if written is not None and written.is_dir() else nullcontext(),
+    ):
         yield
 
 

@@ -11,6 +11,7 @@ from patchseries.atomic import commit_rewrite, discard_uncommitted, start_rewrit
 from patchseries.base import BASE_BRANCH
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, git, has_path, out, uncommitted_files
+from patchseries.interrupts import stage
 from patchseries.series import Patch, file_sections, parse_patch, read_series, section_path
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
@@ -96,6 +97,7 @@ def export_series(
                 source, commits = _authored(repo, base, branch, author, tmp)
             git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits,
                 cwd=source)  # fmt: skip
+            stage("export-staged")
         names = sorted(p.name for p in staging.glob("*.patch"))
         listed = listed_names(patches_dir / "series")
         if not names and listed:

@@ -25,6 +25,7 @@ from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
 from patchseries.gitcmd import TOOL_IDENTITY, git, out
+from patchseries.interrupts import stage
 from patchseries.onto import already_upstream, upstream_patch_ids
 from patchseries.pin import Pin
 from patchseries.series import Patch, file_sections, section_path
@@ -81,6 +82,7 @@ def forward_series(
     with tempfile.TemporaryDirectory(prefix="patchseries-forward-") as tmp:
         scratch = Path(tmp) / "tree"
         git("clone", "--quiet", "--shared", "--no-checkout", upstream, scratch)
+        stage("forward-scratch")
         entries = _entries_by_patch(scratch, release.tag, release_patches)
         git("checkout", "--quiet", "-b", "forward", target.commit, cwd=scratch)
         git("branch", "--quiet", "forward-base", target.commit, cwd=scratch)
