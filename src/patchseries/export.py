@@ -10,7 +10,7 @@ from pathlib import Path
 from patchseries.atomic import commit_rewrite, discard_uncommitted, start_rewrite
 from patchseries.base import BASE_BRANCH
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import TOOL_IDENTITY, git, has_path, out, uncommitted_files
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files
 from patchseries.interrupts import stage
 from patchseries.series import Patch, file_sections, parse_patch, read_series, section_path
 
@@ -145,7 +145,7 @@ def is_placeholder(identity: str) -> bool:
 
 
 def _from(patch: Path) -> str:
-    match = _FROM.search(patch.read_text().split("\n\n", 1)[0])
+    match = _FROM.search(patch.read_text(errors=ENCODING_ERRORS).split("\n\n", 1)[0])
     return " ".join(match.group("identity").split()) if match else ""
 
 
@@ -294,7 +294,10 @@ def _differences(
         return [f"patch names differ from a fresh export: {committed} vs {fresh}"]
     problems = []
     for name, fresh_name in zip(committed, fresh, strict=True):
-        old, new = (patches_dir / name).read_text(), (exported / fresh_name).read_text()
+        old, new = (
+            (folder / n).read_text(errors=ENCODING_ERRORS)
+            for folder, n in ((patches_dir, name), (exported, fresh_name))
+        )
         left_out = unchecked.get(name)
         if (_comparable(old, left_out) != _comparable(new, [])) if left_out else old != new:
             problems.append(f"{name} differs from a fresh export; re-export it with `patchseries export`")

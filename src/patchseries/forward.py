@@ -24,7 +24,7 @@ from pathlib import Path
 from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
-from patchseries.gitcmd import TOOL_IDENTITY, git, out
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out
 from patchseries.interrupts import stage
 from patchseries.onto import already_upstream, upstream_patch_ids
 from patchseries.pin import Pin
@@ -155,7 +155,7 @@ def _entries_by_patch(repo: Path, tag: str, patches: list[Patch]) -> dict[str, l
 
 def _entries(repo: Path, patch: Patch) -> list[Entry]:
     entries = []
-    for changelog, blob, added in _changelog_hunks(patch.path.read_text()):
+    for changelog, blob, added in _changelog_hunks(patch.path.read_text(errors=ENCODING_ERRORS)):
         after = out("cat-file", "-p", blob, cwd=repo).splitlines()
         for line_number, text in added:
             entries.append(Entry(changelog, _heading_above(after, line_number), text))

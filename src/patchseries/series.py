@@ -57,7 +57,7 @@ def read_series(series_file: Path) -> list[Patch]:
     directory = series_file.parent.resolve()
     seen: dict[Path, tuple[str, int]] = {}  # by the file itself: ./0001-x.patch and 0001-x.patch are one patch
     patches = []
-    for number, line in enumerate(series_file.read_text().splitlines(), 1):
+    for number, line in enumerate(_series_lines(series_file), 1):
         name = line.split("#", 1)[0].strip()
         if not name:
             continue
@@ -83,6 +83,16 @@ def read_series(series_file: Path) -> list[Patch]:
             "`python -m patchseries export`)"
         )
     return patches
+
+
+def _series_lines(series_file: Path) -> list[str]:
+    """The series file's lines; one that is not UTF-8 is refused by name (its patch names would be misread)."""
+    try:
+        return series_file.read_bytes().decode().splitlines()
+    except UnicodeDecodeError as exc:
+        raise SeriesError(
+            f"{series_file} is not UTF-8 text ({exc.reason} at byte {exc.start}); list the patch file names in UTF-8"
+        ) from None
 
 
 def parse_patch(path: Path) -> Patch:
