@@ -144,7 +144,7 @@ def test_checkout_index_is_left_byte_for_byte(tmp_path, upstream_clone):
         (("[base]\n", "base = \"lightning\"\n[old]\n"), "[base] is not a table ([base] with name, version, ...)"),
         (('release_date = "2026-01-01"', 'release_date = "2026-02-30"'),
          "[base] release_date is not a date such as 2026-09-10: '2026-02-30'"),
-        (('lacks = ["tests/", "docs/"]', 'lacks = "docs/"'), "[sdist] lacks is not a list of paths"),
+        (('lacks = ["tests/", "docs/"]', 'lacks = "docs/"'), "[sdist] lacks is not a list of paths: 'docs/'"),
         (('version = "1.0"', "version = 1.0"), "[base] version is not a string: 1.0"),
     ],
 )  # fmt: skip
@@ -210,3 +210,57 @@ def test_a_failure_while_committing_the_base_leaves_no_partial_tree(tmp_path, mo
     with pytest.raises(SeriesError, match="unable to write new index file"):
         sdist_base(ws, load_pin(ws.pin_file), quiet)
     assert list(ws.trees.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (('sha256 = "', 'sha256 = "0123456789ab"\n#'),
+         "[sdist] sha256 is not 64 hexadecimal digits (a sha256 digest): '0123456789ab'"),
+        (('base_commit = ""', 'base_commit = "not-a-commit"'),
+         "[sdist] base_commit must be a full 40-hex commit id, not 'not-a-commit'"),
+        (('base_commit = ""', 'base_comit = ""'),
+         "[sdist] has the unknown key 'base_comit'; known: url, sha256, root, base_commit, lacks"),
+        (("[sdist]\n", "[extra]\nx = 1\n\n[sdist]\n"), "has the unknown table '[extra]'; known: base, sdist"),
+        (('release_date = "2026-01-01"', "release_date = 2026-01-01"),
+         '[base] release_date is not a string: 2026-01-01 (a TOML date; quote it: "2026-01-01")'),
+        (('version = "1.0"', 'version = "../1.0"'),
+         "[base] version is not a name such as 2.6.6 (letters, digits, '.', '_', '+', '-'): '../1.0'"),
+        (('tag = "1.0"', 'tag = ""'), "[base] tag is empty"),
+    ],
+)  # fmt: skip
+def test_a_bad_pin_is_refused_in_full_before_the_work_directory_is_made(synthetic, tmp_path, edit, message):
+    """Issue 31, row 10: a short sha256, a malformed commit id, a misspelled key (which turned a check off), an
+    unknown table and a TOML date were accepted, or refused with a Python repr after the work directory was made."""
+    pin_file = synthetic.ws.pin_file
+    pin_file.write_text(pin_file.read_text().replace(*edit, 1))
+
+    for command in ("fetch", "apply", "export", "check"):
+        proc = cli(command, "--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "fresh"))
+
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.splitlines() == [f"error: pin file {pin_file}: {message}"]
+        assert not (tmp_path / "fresh").exists()
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_the_pinned_sha256_is_checked_when_the_tree_exists(synthetic, cached):
+    """Issue 31, row 10: once the tree existed, a wrong sha256 in the pin was never noticed."""
+    base = git(synthetic.tree, "rev-parse", "base")
+    download = synthetic.ws.downloads / synthetic.sdist.name
+    if not cached:
+        download.unlink()
+    pin_file = synthetic.ws.pin_file
+    actual = load_pin(pin_file).sdist_sha256
+    pin_file.write_text(pin_file.read_text().replace(actual, "f" * 64))
+
+    proc = synthetic.run("fetch")
+
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert errors[0].startswith(f"error: sha256 mismatch for {synthetic.sdist.name}: ")
+    assert "f" * 64 in errors[0]
+    assert actual in errors[0]
+    assert git(synthetic.tree, "rev-parse", "base") == base
+    assert download.is_file() == cached

@@ -293,3 +293,45 @@ def test_forward_of_a_series_pinned_to_a_commit_names_the_release_series(synthet
         "not a release); forward re-makes a release series: pass --patches DIR of the release series, whose "
         "forward series is DIR/master"
     ]
+
+
+def test_blank_workdir_variable_is_refused_and_makes_nothing(synthetic, tmp_path):
+    """Issue 31, row 15: ``PATCHSERIES_WORKDIR=" "`` made a directory named " " in the current directory."""
+    here = tmp_path / "here"
+    here.mkdir()
+
+    env = {**os.environ, "PATCHSERIES_WORKDIR": " "}
+
+    proc = cli("apply", "--patches", str(synthetic.ws.patches), cwd=here, env=env)
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: PATCHSERIES_WORKDIR=' ' is blank; set it to a directory, or unset it to use .work/ beside patches/"
+    ]
+    assert list(here.iterdir()) == []
+
+
+@pytest.mark.parametrize(("given", "torch"), [("2.13", "2.13.0"), ("2.13.0", "2.13.0"), ("2.4", "2.4.0")])
+def test_a_release_without_its_patch_number_is_its_full_number(synthetic, monkeypatch, given, torch):
+    """Issue 31, row 15: ``--torch 2.13`` built a second environment (``torch2.13``) beside 2.13.0's."""
+    seen = []
+
+    def main_job(ws, choice, version, *args, **kwargs):
+        seen.append(version)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("patchseries.pipeline.run_main_job", main_job)
+
+    main(["test", "--torch", given, "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir)])
+
+    assert seen == [torch]
+
+
+def test_matrix_runs_each_release_once_by_its_full_number(synthetic, monkeypatch):
+    seen = []
+    monkeypatch.setattr("patchseries.matrix.run_matrix", lambda ws, versions, *a, **k: seen.append(versions) or [])
+
+    main(["matrix", "--torch", "2.13", "--torch", "2.13.0", "--torch", "2.4", "--patches", str(synthetic.ws.patches),
+          "--workdir", str(synthetic.ws.workdir)])  # fmt: skip
+
+    assert seen == [["2.13.0", "2.4.0"]]

@@ -203,3 +203,18 @@ def test_a_torch_index_that_is_not_a_url_is_refused_before_any_work(synthetic, t
         "https://download.pytorch.org/whl/cpu); correct it, or unset it to use PyPI alone"
     ]
     assert not fresh.exists()
+
+
+def test_an_environment_is_named_by_the_full_release_number(tmp_path, monkeypatch):
+    """Issue 31, row 15: ``2.13`` and ``2.13.0`` are one release, so one environment."""
+    ws = Workspace(patches=tmp_path / "patches", workdir=tmp_path / "work")
+    venv = ws.venvs / f"{environment._python_tag(sys.executable)}-torch2.13.0-tree"
+    venv.mkdir(parents=True)
+    monkeypatch.setattr(environment, "torch_index", lambda: "")
+    requirements = ["torch==2.13.0", *environment.TEST_REQUIREMENTS]
+    (venv / ".patchseries-ready").write_text("\n".join([str(tmp_path / "tree"), *requirements]) + "\n")
+
+    env = environment.ensure_environment(ws, tmp_path / "tree", "2.13", quiet)
+
+    assert (env.path, env.torch) == (venv, "2.13.0")
+    assert sorted(p.name for p in ws.venvs.iterdir()) == [venv.name]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -442,3 +444,28 @@ def test_export_refuses_a_placeholder_author_and_writes_nothing(synthetic, monke
     assert from_env.returncode == 0, from_env.stderr
     assert _authors(synthetic.ws.patches) == {"From: Env Author <env@example.com>"}
     assert after_refusals == before
+
+
+def _stop_a_rebase_at_edit(tree):
+    """``git rebase -i`` stopped at ``edit`` of the first commit, which is reworded: branch series has not moved."""
+    env = {**os.environ, "GIT_SEQUENCE_EDITOR": "sed -i 1s/^pick/edit/", "GIT_EDITOR": "true"}
+    subprocess.run(["git", "rebase", "-q", "-i", "base"], cwd=tree, env=env, check=True, capture_output=True)
+    git(tree, "commit", "-q", "--amend", "-m", "Fix the answer, reworded")
+
+
+@pytest.mark.parametrize("stop", [_stop_a_rebase_at_edit, lambda tree: git(tree, "bisect", "start")])
+def test_export_refuses_a_rebase_or_bisect_in_progress(synthetic, stop):
+    """Issue 31, row 2: with a ``git rebase -i`` stopped in the tree, ``export --drop-missing`` exported the old
+    series (exit 0)."""
+    before = {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()}
+    stop(synthetic.tree)
+
+    proc = synthetic.run("export", "--drop-missing", "--tree", str(synthetic.tree))
+
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1
+    assert proc.stderr.startswith(f"error: a git rebase is in progress in {synthetic.tree}; finish it") or (
+        proc.stderr.startswith(f"error: a git bisect is in progress in {synthetic.tree}; finish it")
+    )
+    assert proc.stdout == ""
+    assert {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()} == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -318,8 +319,8 @@ def test_a_crlf_changelog_keeps_its_line_endings(tmp_path):
 
 def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master):
     """A patch marked `Upstream-Status: Inappropriate [why]` (DEP-3) stays in the release series only."""
-    commit(synthetic.tree, {"src/fakelib/workaround.py": "WORKAROUND = True\n"},
-           "Work around a torch bug\n\nUpstream-Status: Inappropriate [torch's bug, fixed in torch 9]\nBug: none")  # fmt: skip
+    message = "Work around a torch bug\n\nUpstream-Status: Inappropriate [torch's bug, fixed in torch 9]\nBug: none"
+    commit(synthetic.tree, {"src/fakelib/workaround.py": "WORKAROUND = True\n"}, message)
     from patchseries.export import export_series
 
     export_series(synthetic.tree, synthetic.ws.patches, branch="series")
@@ -329,3 +330,33 @@ def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master
     assert re.search(r"0004-Work-around-a-torch-bug.patch +release only \(torch's bug, fixed in torch 9\)", proc.stdout)
     names = [p.name for p in read_series(synthetic.ws.patches / "master/series")]
     assert names == ["0001-Add-a-CHANGELOG-entry.patch", "0002-Fix-the-version.patch"]
+
+
+def test_forward_refuses_a_merge_in_progress_in_the_checkout(synthetic, master):
+    """Issue 31, row 2: forward reads the checkout's refs, which a merge or rebase in progress has not settled."""
+    git(master, "checkout", "-q", "-b", "other", "1.0")
+    commit(master, {"src/fakelib/core.py": "def answer():\n    return 0\n"}, "Other answer")
+    subprocess.run(["git", "merge", "-q", "master"], cwd=master, capture_output=True, check=False)  # conflicts
+    assert (master / ".git" / "MERGE_HEAD").exists()
+
+    proc = synthetic.run("forward", "--checkout", str(master))
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: a git merge is in progress in {master}; finish it (git commit) or abort it (git merge --abort), "
+        "then re-run"
+    ]
+    assert not (synthetic.ws.patches / "master" / "series").exists()
+
+
+def test_sigterm_while_forwarding_leaves_no_scratch_clone(synthetic, master, tmp_path):
+    """Issue 31, row 9: a SIGTERM during ``forward`` left its scratch clone in the system's temporary folder."""
+    from test_interrupts import INTERRUPTED, run_signalled
+
+    proc = run_signalled(synthetic, tmp_path, "forward-scratch", "forward", "--checkout", str(master), "--workdir",
+                         str(synthetic.ws.workdir))  # fmt: skip
+
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.splitlines() == [INTERRUPTED]
+    assert list((tmp_path / "system-tmp").iterdir()) == []
+    assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]

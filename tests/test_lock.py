@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
+import subprocess
+import sys
 
 import pytest
 
-from conftest import git
+from conftest import cli, commit, git
 from patchseries.errors import SeriesError
+from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.lock import LOCK_NAME, workdir_lock
+from patchseries.series import read_series
 
 
 def _hold(workdir, holder="pid 4242: patchseries test, since 2026-12-01 10:00:00"):
@@ -44,3 +49,41 @@ def test_lock_names_its_holder_and_is_exclusive(tmp_path):
             pass
     with workdir_lock(tmp_path / "work", "patchseries test"):
         pass
+
+
+@pytest.mark.parametrize("second", ["export", "forward"])
+def test_two_exports_into_one_series_folder_from_two_work_directories_do_not_interleave(synthetic, tmp_path, second):
+    """Issue 31, row 5: two ``export --drop-missing`` runs at once, from one tree into one ``patches/`` with two
+    ``--workdir``s, both exited 0 and left a series of 4 patches from a 10-commit branch; ``patches/`` had no lock.
+
+    The first run stops itself (SIGSTOP) once its export is staged, holding its locks; the second runs meanwhile.
+    """
+    for number in range(3):
+        commit(synthetic.tree, {f"src/fakelib/m{number}.py": f"X = {number}\n"}, f"Add module {number}")
+    env = {**os.environ, SIGNAL_AT_ENV: "export-staged:SIGSTOP"}
+    command = [sys.executable, "-m", "patchseries", "export", "--drop-missing", "--tree", str(synthetic.tree),
+               "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir)]  # fmt: skip
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _, status = os.waitpid(first.pid, os.WUNTRACED)  # returns once the first run has stopped itself
+        assert os.WIFSTOPPED(status)
+        git(synthetic.tree, "reset", "-q", "--hard", "series~4")  # the second run would export 1 patch
+        if second == "forward":  # a forward series written into the release series' own folder
+            args = ["forward", "--checkout", str(synthetic.tree), "--to", str(synthetic.ws.patches)]
+        else:
+            args = ["export", "--drop-missing", "--tree", str(synthetic.tree)]
+
+        proc = cli(*args, "--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "other"))
+
+        assert proc.returncode == 2
+        assert proc.stderr.splitlines()[-1] == (
+            f"error: another patchseries export or forward is writing {synthetic.ws.patches}; wait for it to end and "
+            "re-run"
+        )
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert out.startswith("exported 5 patches")
+    assert len(read_series(synthetic.ws.series_file)) == 5
+    assert len(list(synthetic.ws.patches.glob("*.patch"))) == 5

@@ -13,6 +13,8 @@ from patchseries.environment import parse_torch_version
 from patchseries.errors import SeriesError
 from patchseries.matrix import (
     DEFAULT_VERSIONS,
+    TABLE_END,
+    TABLE_START,
     Row,
     from_json,
     merged_changed_lines,
@@ -261,3 +263,21 @@ def test_options_that_would_be_ignored_are_refused(synthetic, monkeypatch, capsy
 
 def test_a_saved_row_is_checked_field_by_field():
     assert set(matrix._ROW_FIELDS) == set(Row.__dataclass_fields__)
+
+
+def test_a_saved_matrix_without_rows_never_replaces_a_page_table(synthetic, tmp_path, capsys):
+    """Issue 31, row 8: a saved matrix with no rows rendered an empty table over the page's complete one (exit 0)."""
+    page = tmp_path / "compatibility.md"
+    page.write_text(f"intro\n{TABLE_START}\n| torch | ... |\n| 2.13.0 | ok |\n{TABLE_END}\nend\n")
+    before = page.read_bytes()
+    saved = tmp_path / "matrix.json"
+    saved.write_text('{"made_on": "2026-12-01", "rows": []}')
+
+    status = _matrix(synthetic, "--from-json", str(saved), "--write-docs", str(page))
+
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {saved} has no rows: no release's results to render; run the matrix again"
+    ]
+    assert page.read_bytes() == before
+    assert not (synthetic.ws.reports / "matrix" / "matrix.md").exists()

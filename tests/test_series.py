@@ -64,6 +64,26 @@ def test_patch_listed_twice_is_refused(synthetic):
         read_series(synthetic.ws.series_file)
 
 
+@pytest.mark.parametrize("spelling", ["./{name}", "{name}/", "../patches/{name}", ".//{name}", "sub/../{name}"])
+@pytest.mark.parametrize("command", ["apply", "status", "check"])
+def test_patch_listed_twice_in_another_spelling_is_refused(synthetic, spelling, command):
+    """Issue 31, row 4: ``./0001-x.patch`` beside ``0001-x.patch`` was not detected (apply failed on 0001's own hunks,
+    status listed it twice)."""
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    (synthetic.ws.patches / "sub").mkdir()
+    other = spelling.format(name=first.name)
+    with synthetic.ws.series_file.open("a") as handle:
+        handle.write(f"{other}\n")
+
+    proc = synthetic.run(command)
+
+    assert proc.returncode == 2
+    assert [line for line in proc.stderr.splitlines() if not line.startswith("[patchseries")] == [
+        f"error: {synthetic.ws.series_file} lists {first.name} (as {other}) twice (lines 2 and 4); list each patch once"
+    ]
+    assert proc.stdout == ""
+
+
 def test_patch_outside_the_series_directory_is_refused(synthetic):
     first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
     outside = synthetic.ws.patches.parent / "x.patch"

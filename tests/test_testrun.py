@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchseries import pipeline, testrun
+from patchseries.cli import main
 from patchseries.environment import Environment
 from patchseries.progress import quiet
 from patchseries.testrun import run_tests
@@ -126,3 +127,21 @@ def test_pytest_output_has_no_colour_codes_when_it_is_not_a_terminal(tmp_path, c
     output = capfd.readouterr().out
     assert "1 passed" in output
     assert "\x1b[" not in output
+
+
+def test_a_pytest_usage_error_is_bad_input_not_a_failed_test(synthetic, tmp_path, monkeypatch, capsys):
+    """Issue 31, row 14: ``test -- --bogus-pytest-flag`` said "result: FAILED" (exit 1); it is exit 2, one line."""
+    # the interpreter running this suite has pytest and pytest-cov: it stands in for the torch environment
+    monkeypatch.setattr(pipeline, "ensure_environment", lambda *args, **kwargs: Environment(Path(sys.prefix), "x"))
+
+    status = main(["test", "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir), "--",
+                   "--bogus-pytest-flag"])  # fmt: skip
+
+    captured = capsys.readouterr()
+    assert status == 2
+    ours = [line for line in captured.err.splitlines() if line.startswith("error: ")]
+    assert ours == [
+        "error: pytest refused its arguments (--bogus-pytest-flag): a usage error, pytest exit status 4 (its message "
+        "is above); nothing was tested. Correct the pytest arguments after --"
+    ]
+    assert "result:" not in captured.out

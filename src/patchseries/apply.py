@@ -9,7 +9,7 @@ from pathlib import Path
 
 from patchseries.base import BASE_BRANCH, BaseTree
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import TOOL_IDENTITY, git, git_path, has_path, out
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, git_path, has_path, out
 from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, fingerprint
@@ -50,7 +50,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log, disca
     recorded = _read_marker(marker)
     wanted = (fingerprint(patches), base.base_commit)
     known = [BASE_BRANCH, *([recorded[2]] if recorded else [])]
-    state = inspect_tree(repo, SERIES_BRANCH, known, {p.path.read_text() for p in patches})
+    state = inspect_tree(repo, SERIES_BRANCH, known, {p.path.read_text(errors=ENCODING_ERRORS) for p in patches})
     if recorded and recorded[:2] == wanted:
         if state.head == recorded[2] and not state.uncommitted:
             log(f"series already applied on {repo} ({state.where}); reusing it")

@@ -20,6 +20,7 @@ from pathlib import Path
 from patchseries import gitcmd
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, add_excludes, git, out
+from patchseries.interrupts import stage
 from patchseries.paths import Workspace, partial_path, remove
 from patchseries.pin import Pin
 from patchseries.progress import Log
@@ -57,7 +58,7 @@ def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
             "(an upstream clone that has it) or --git"
         )
     tree = ws.trees / f"sdist-{pin.version}"
-    if _usable(tree, pin.base_commit):
+    if _usable(tree, pin.base_commit) and _made_from(tree, pin.sdist_sha256):
         return BaseTree(tree, "sdist")
     archive = download_sdist(ws, pin, log)
     log(f"making the base repository from {archive.name}")
@@ -84,6 +85,7 @@ def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
     """Unpack ``archive`` into ``building`` and commit it as the pinned base; the commit id."""
     with tempfile.TemporaryDirectory(dir=ws.workdir) as tmp:
         _safe_extract(archive, Path(tmp))
+        stage("fetch-unpacked")
         unpacked = Path(tmp) / pin.sdist_root
         if not unpacked.is_dir():
             raise SeriesError(
@@ -105,7 +107,14 @@ def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
 def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
     """Download the sdist once, verify its sha256, and refuse (deleting it) on mismatch."""
     target = ws.downloads / pin.sdist_filename
-    if target.is_file() and _sha256(target) == pin.sdist_sha256:
+    if target.is_file():  # kept only after its sha256 matched the pin: another digest now means the pin changed
+        cached = _sha256(target)
+        if cached != pin.sdist_sha256:
+            raise SeriesError(
+                f"sha256 mismatch for {pin.sdist_filename}: the pin says {pin.sdist_sha256}, the download kept in "
+                f"{target} (checked when it was made) has {cached}; correct the pin, or if the pin is right, remove "
+                "that file and re-run"
+            )
         return target
     ws.downloads.mkdir(parents=True, exist_ok=True)
     log(f"downloading {pin.sdist_url}")
@@ -113,9 +122,13 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
     try:
         with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, partial.open("wb") as sink:
             shutil.copyfileobj(response, sink)
+            stage("fetch-download")
     except (urllib.error.URLError, OSError) as exc:
         remove(partial)
         raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
+    except BaseException:  # an interrupt: a half-downloaded file is never kept
+        remove(partial)
+        raise
     actual = _sha256(partial)
     if actual != pin.sdist_sha256:
         remove(partial)
@@ -234,6 +247,13 @@ def _move_base(tree: Path, source: str, ref: str, commit: str, log: Log) -> None
     git("branch", "--quiet", "--force", BASE_BRANCH, commit, cwd=tree)
     log(f"moved branch {BASE_BRANCH} of {tree} from {old[:12] or 'nothing'} to {commit[:12]}; "
         "branch series and the work tree are kept")  # fmt: skip
+
+
+def _made_from(tree: Path, sha256: str) -> bool:
+    """Whether the base of ``tree`` was made from the sdist with this digest, which its commit message records: the
+    pinned sha256 is checked on every run, not only when the sdist is downloaded."""
+    message = git("log", "-1", "--format=%B", BASE_BRANCH, cwd=tree, check=False).stdout
+    return f"sha256: {sha256}" in message.splitlines()
 
 
 def _usable(tree: Path, expected_commit: str) -> bool:

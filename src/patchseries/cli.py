@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 from patchseries import __version__
 from patchseries.atomic import write_file
-from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_index
+from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_index, torch_release
 from patchseries.errors import SeriesError
-from patchseries.lock import workdir_lock
+from patchseries.interrupts import sigterm_as_interrupt
+from patchseries.lock import series_lock, workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
@@ -77,12 +78,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             hint = f"; pytest arguments go after --, e.g. {prog} -- {' '.join(unknown)}"
         parser.exit(2, f"error: unrecognized arguments: {' '.join(unknown)}{hint}\n")
     try:
-        _validate(args)
-        ws = Workspace.default(patches=args.patches, workdir=args.workdir)
-        with _lock(args, ws):
-            status = int(args.handler(args, ws))
-        sys.stdout.flush()
-        return status
+        with sigterm_as_interrupt():
+            _validate(args)
+            ws = Workspace.default(patches=args.patches, workdir=args.workdir)
+            _validate_pins(args, ws)
+            with _lock(args, ws):
+                status = int(args.handler(args, ws))
+            sys.stdout.flush()
+            return status
     except SeriesError as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -103,6 +106,7 @@ def _validate(args: argparse.Namespace) -> None:
     if args.command in ("test", "matrix"):
         torch_index()
     if args.command == "test":
+        args.torch = torch_release(args.torch)  # `--torch 2.13` is 2.13.0, and uses 2.13.0's environment
         check_python(args.torch, parse_torch_version(args.torch), running_python())
     if args.command == "matrix":
         if args.refresh_compile_stats and not args.from_json:
@@ -112,8 +116,8 @@ def _validate(args: argparse.Namespace) -> None:
                 "--torch and --from-json are alternatives: --from-json renders the releases saved in JSON; drop "
                 "--torch, or run the matrix without --from-json"
             )
-        for version in args.torch or []:
-            parse_torch_version(version)
+        if args.torch:  # each release once, by its full number (`--torch 2.13 --torch 2.13.0` is one run)
+            args.torch = list(dict.fromkeys(torch_release(version) for version in args.torch))
     if args.command in ("export", "forward"):
         from patchseries.export import AUTHOR_ENV, parse_identity
 
@@ -122,11 +126,25 @@ def _validate(args: argparse.Namespace) -> None:
             parse_identity(args.author)
 
 
+def _validate_pins(args: argparse.Namespace, ws: Workspace) -> None:
+    """Read every pin the command uses, in full, before the work directory or its lock is made: a refused pin
+    leaves nothing behind, and nothing is downloaded for it."""
+    from_json_only = args.command == "matrix" and args.from_json and not args.refresh_compile_stats
+    pin = load_pin(ws.pin_file) if args.command != "status" and not from_json_only else None
+    if args.command == "forward" and pin is not None and not pin.commit:  # a commit pin is refused by cmd_forward
+        load_pin((args.to or ws.patches / FORWARD_DIR) / "base.toml")
+
+
 @contextmanager
 def _lock(args: argparse.Namespace, ws: Workspace) -> Iterator[None]:
-    """The work directory's lock, for every command that reads or writes it."""
+    """The work directory's lock, for every command that reads or writes it; and the lock of the series folder that
+    ``export`` or ``forward`` rewrites, which runs from other work directories share."""
     reads_workdir = args.command != "status" and not getattr(args, "onto", None)
-    with workdir_lock(ws.workdir, f"patchseries {args.command}") if reads_workdir else nullcontext():
+    written = {"export": ws.patches, "forward": getattr(args, "to", None) or ws.patches / FORWARD_DIR}.get(args.command)
+    with (
+        workdir_lock(ws.workdir, f"patchseries {args.command}") if reads_workdir else nullcontext(),
+        series_lock(written) if written is not None and written.is_dir() else nullcontext(),
+    ):
         yield
 
 

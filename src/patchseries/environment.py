@@ -55,6 +55,12 @@ def parse_torch_version(version: str) -> tuple[int, int, int]:
     return major, minor, patch
 
 
+def torch_release(version: str) -> str:
+    """The full release number of ``version`` (``2.13`` -> ``2.13.0``), as pip's ``torch==2.13`` means it: one
+    release has one name, so it never gets a second environment beside its own."""
+    return ".".join(str(part) for part in parse_torch_version(version))
+
+
 def torch_index() -> str:
     """The extra index ``$PATCHSERIES_TORCH_INDEX`` names ('' if unset), refused unless it is an index URL."""
     index = os.environ.get(TORCH_INDEX_ENV, "").strip()
@@ -102,6 +108,7 @@ def ensure_environment(
     A venv becomes usable only when its ready-marker is written, after every install succeeded; a venv without the
     marker is what an interrupted or failed run left, and is rebuilt from scratch.
     """
+    torch_version = torch_release(torch_version)
     release = parse_torch_version(torch_version)
     py_tag = _python_tag(python)
     check_python(torch_version, release, _python_version(py_tag))

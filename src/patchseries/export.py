@@ -10,7 +10,8 @@ from pathlib import Path
 from patchseries.atomic import commit_rewrite, discard_uncommitted, start_rewrite
 from patchseries.base import BASE_BRANCH
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import TOOL_IDENTITY, git, has_path, out, uncommitted_files
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files
+from patchseries.interrupts import stage
 from patchseries.series import Patch, file_sections, parse_patch, read_series, section_path
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
@@ -65,7 +66,11 @@ def export_series(
     Relative paths are taken from the current directory (git runs in ``repo``, where they would mean other folders).
     An export that makes no patch over a ``series`` that lists some is refused: it would only delete the series.
     """
+    from patchseries.treestate import refuse_operation_in_progress  # here: treestate imports this module
+
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
+    # a stopped `git rebase -i` has not moved the branch yet: exporting now would write the old series as the new one
+    refuse_operation_in_progress(repo)
     dirty = uncommitted_files(repo)
     if dirty:
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
@@ -92,6 +97,7 @@ def export_series(
                 source, commits = _authored(repo, base, branch, author, tmp)
             git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits,
                 cwd=source)  # fmt: skip
+            stage("export-staged")
         names = sorted(p.name for p in staging.glob("*.patch"))
         listed = listed_names(patches_dir / "series")
         if not names and listed:
@@ -139,7 +145,7 @@ def is_placeholder(identity: str) -> bool:
 
 
 def _from(patch: Path) -> str:
-    match = _FROM.search(patch.read_text().split("\n\n", 1)[0])
+    match = _FROM.search(patch.read_text(errors=ENCODING_ERRORS).split("\n\n", 1)[0])
     return " ".join(match.group("identity").split()) if match else ""
 
 
@@ -288,7 +294,10 @@ def _differences(
         return [f"patch names differ from a fresh export: {committed} vs {fresh}"]
     problems = []
     for name, fresh_name in zip(committed, fresh, strict=True):
-        old, new = (patches_dir / name).read_text(), (exported / fresh_name).read_text()
+        old, new = (
+            (folder / n).read_text(errors=ENCODING_ERRORS)
+            for folder, n in ((patches_dir, name), (exported, fresh_name))
+        )
         left_out = unchecked.get(name)
         if (_comparable(old, left_out) != _comparable(new, [])) if left_out else old != new:
             problems.append(f"{name} differs from a fresh export; re-export it with `patchseries export`")

@@ -25,7 +25,8 @@ from pathlib import Path
 from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
-from patchseries.gitcmd import TOOL_IDENTITY, git, out
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out
+from patchseries.interrupts import stage
 from patchseries.onto import already_upstream, upstream_patch_ids
 from patchseries.pin import Pin
 from patchseries.series import Patch, file_sections, section_path
@@ -70,7 +71,10 @@ def forward_series(
     Files of ``out_dir`` other than its patches and ``series`` (the pin, draft issue texts) are kept. Relative paths
     (``upstream``, ``out_dir``, the patches') are taken from the current directory, not from the scratch clone.
     """
+    from patchseries.treestate import refuse_operation_in_progress  # here: treestate imports export, as this does
+
     upstream, out_dir = upstream.resolve(), out_dir.resolve()
+    refuse_operation_in_progress(upstream)  # its refs may be anywhere until the operation ends
     release_patches = [replace(patch, path=patch.path.absolute()) for patch in release_patches]
     for ref, what in ((f"refs/tags/{release.tag}", f"the release's tag {release.tag}"), (target.commit, "the target")):
         if git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=upstream, check=False).returncode != 0:
@@ -79,6 +83,7 @@ def forward_series(
     with tempfile.TemporaryDirectory(prefix="patchseries-forward-") as tmp:
         scratch = Path(tmp) / "tree"
         git("clone", "--quiet", "--shared", "--no-checkout", upstream, scratch)
+        stage("forward-scratch")
         entries = _entries_by_patch(scratch, release.tag, release_patches)
         git("checkout", "--quiet", "-b", "forward", target.commit, cwd=scratch)
         git("branch", "--quiet", "forward-base", target.commit, cwd=scratch)
@@ -154,7 +159,7 @@ def _entries_by_patch(repo: Path, tag: str, patches: list[Patch]) -> dict[str, l
 
 def _entries(repo: Path, patch: Patch) -> list[Entry]:
     entries = []
-    for changelog, blob, added in _changelog_hunks(patch.path.read_text()):
+    for changelog, blob, added in _changelog_hunks(patch.path.read_text(errors=ENCODING_ERRORS)):
         after = out("cat-file", "-p", blob, cwd=repo).splitlines()
         for line_number, text in added:
             entries.append(Entry(changelog, _heading_above(after, line_number), text))

@@ -17,6 +17,9 @@ TOOL_IDENTITY = {
     "GIT_COMMITTER_NAME": "patchseries",
     "GIT_COMMITTER_EMAIL": "patchseries@invalid",
 }
+# How text that is not UTF-8 is read and written: each byte that is not UTF-8 is kept as it is, so that a patch or a
+# commit message in Latin-1 goes through export, apply and check unchanged instead of ending in a UnicodeDecodeError
+ENCODING_ERRORS = "surrogateescape"
 STABLE_CONFIG = (
     "core.autocrlf=false",
     "core.fileMode=true",
@@ -46,7 +49,10 @@ def git(
     command += [str(a) for a in args]
     # GIT_OPTIONAL_LOCKS=0: reading (``git status``) never rewrites the index, so a user's checkout stays byte for byte
     full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", **(env or {})}
-    proc = subprocess.run(command, cwd=cwd, env=full_env, input=stdin, capture_output=True, text=True, check=False)
+    # surrogateescape: a commit message or a file that is not UTF-8 (Latin-1) is read, and written back, byte for byte
+    proc = subprocess.run(
+        command, cwd=cwd, env=full_env, input=stdin, capture_output=True, text=True, errors=ENCODING_ERRORS, check=False
+    )
     if check and proc.returncode != 0:
         raise SeriesError(f"git {_short(args)} failed: {failure_cause(proc)}")
     return proc

@@ -38,3 +38,24 @@ def workdir_lock(workdir: Path, what: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+@contextmanager
+def series_lock(folder: Path) -> Iterator[None]:
+    """Hold the lock of a series folder that ``export`` or ``forward`` rewrites, or refuse at once.
+
+    Two runs from two work directories may write one ``patches/``; each would discard the other's staged export. The
+    lock is the folder's own (``flock`` of the directory), so that it is shared by every work directory and writes no
+    file into the series.
+    """
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SeriesError(
+                f"another patchseries export or forward is writing {folder}; wait for it to end and re-run"
+            ) from None
+        yield
+    finally:
+        os.close(fd)

@@ -153,6 +153,8 @@ def from_json(text: str, source: str = "matrix.json") -> tuple[list[Row], dt.dat
         raise SeriesError(f"{source}: made_on is not a date such as 2026-12-01: {data['made_on']!r}") from None
     if not isinstance(data["rows"], list):
         raise SeriesError(f"{source}: rows is not a list of rows")
+    if not data["rows"]:  # rendered, it would be an empty table, and written over a page's complete one
+        raise SeriesError(f"{source} has no rows: no release's results to render; run the matrix again")
     return [_row(row, f"{source}: row {number}") for number, row in enumerate(data["rows"], 1)], made_on
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import TOOL_IDENTITY, git, out
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out
 from patchseries.series import Patch
 
 _CHANGELOGS = "--exclude=*CHANGELOG.md"
@@ -82,15 +82,15 @@ def upstream_patch_ids(repo: Path, since: str, ref: str, paths: Sequence[str] = 
     if git("rev-parse", "--verify", "--quiet", since, cwd=repo, check=False).returncode != 0:
         return {}
     log = git("log", "-p", "--no-merges", f"{since}..{ref}", "--", *paths, cwd=repo).stdout
-    ids = subprocess.run(["git", "patch-id", "--stable"], input=log, capture_output=True, text=True, check=True)
+    ids = subprocess.run(
+        ["git", "patch-id", "--stable"], input=log, capture_output=True, text=True, errors=ENCODING_ERRORS, check=True
+    )
     return {line.split()[0]: line.split()[1] for line in ids.stdout.splitlines() if line.strip()}
 
 
 def _patch_id_of_file(path: Path) -> str:
-    proc = subprocess.run(
-        ["git", "patch-id", "--stable"], input=path.read_text(), capture_output=True, text=True, check=True
-    )
-    return proc.stdout.split()[0] if proc.stdout.strip() else ""
+    proc = subprocess.run(["git", "patch-id", "--stable"], input=path.read_bytes(), capture_output=True, check=True)
+    return proc.stdout.decode().split()[0] if proc.stdout.strip() else ""
 
 
 def _last_line(proc: subprocess.CompletedProcess[str]) -> str:

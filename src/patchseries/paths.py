@@ -51,6 +51,12 @@ class Workspace:
                 )
             patches = root / SERIES_DIR
         env_workdir = os.environ.get(WORKDIR_ENV)
+        if env_workdir and not env_workdir.strip():
+            # " " would make a directory named by blanks in the current directory, as an empty --workdir is refused
+            raise SeriesError(
+                f"{WORKDIR_ENV}={env_workdir!r} is blank; set it to a directory, or unset it to use .work/ beside "
+                "patches/"
+            )
         if workdir is None:
             workdir = Path(env_workdir) if env_workdir else (root or patches.resolve().parent) / ".work"
         workdir = workdir.resolve()

@@ -55,22 +55,25 @@ def read_series(series_file: Path) -> list[Patch]:
     if not series_file.is_file():
         raise SeriesError(f"series file {series_file} does not exist")
     directory = series_file.parent.resolve()
-    seen: dict[str, int] = {}
+    seen: dict[Path, tuple[str, int]] = {}  # by the file itself: ./0001-x.patch and 0001-x.patch are one patch
     patches = []
-    for number, line in enumerate(series_file.read_text().splitlines(), 1):
+    for number, line in enumerate(_series_lines(series_file), 1):
         name = line.split("#", 1)[0].strip()
         if not name:
             continue
-        if name in seen:
-            raise SeriesError(
-                f"{series_file} lists {name} twice (lines {seen[name]} and {number}); list each patch once"
-            )
-        seen[name] = number
         path = series_file.parent / name
-        if directory not in path.resolve().parents:
+        resolved = path.resolve()
+        if directory not in resolved.parents:
             raise SeriesError(
                 f"{series_file} line {number} names {name}, outside {directory}; list patch files of that folder only"
             )
+        if resolved in seen:
+            first, line_number = seen[resolved]
+            spelled = name if first == name else f"{first} (as {name})"
+            raise SeriesError(
+                f"{series_file} lists {spelled} twice (lines {line_number} and {number}); list each patch once"
+            )
+        seen[resolved] = (name, number)
         if not path.is_file():
             raise SeriesError(f"series names {name}, but {path} does not exist")
         patches.append(parse_patch(path))
@@ -80,6 +83,16 @@ def read_series(series_file: Path) -> list[Patch]:
             "`python -m patchseries export`)"
         )
     return patches
+
+
+def _series_lines(series_file: Path) -> list[str]:
+    """The series file's lines; one that is not UTF-8 is refused by name (its patch names would be misread)."""
+    try:
+        return series_file.read_bytes().decode().splitlines()
+    except UnicodeDecodeError as exc:
+        raise SeriesError(
+            f"{series_file} is not UTF-8 text ({exc.reason} at byte {exc.start}); list the patch file names in UTF-8"
+        ) from None
 
 
 def parse_patch(path: Path) -> Patch:

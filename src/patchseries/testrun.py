@@ -13,6 +13,7 @@ from patchseries.errors import SeriesError
 from patchseries.paths import remove
 
 PYTEST_NO_TESTS = 5
+PYTEST_USAGE_ERROR = 4  # pytest refused its command line: nothing was tested, so it is bad input, not a failure
 # A plugin loaded into the run counts the test bodies that ran: pytest's JUnit report counts a test that
 # ``--setup-plan`` or ``--setup-only`` only set up as passed, and ``--collect-only`` ends with exit status 0.
 _BODIES_PLUGIN = "_patchseries_bodies"
@@ -125,6 +126,12 @@ def run_tests(
     python_path = [*([str(source_override)] if source_override is not None else []), str(plugin_dir)]
     env_vars["PYTHONPATH"] = os.pathsep.join(python_path)
     proc = subprocess.run([*command, *pytest_args], cwd=tree / "tests", env=env_vars, check=False)
+    if proc.returncode == PYTEST_USAGE_ERROR:
+        given = f" ({' '.join(pytest_args)})" if pytest_args else ""
+        raise SeriesError(
+            f"pytest refused its arguments{given}: a usage error, pytest exit status {PYTEST_USAGE_ERROR} (its "
+            "message is above); nothing was tested. Correct the pytest arguments after --"
+        )
     passed, failed, skipped = _junit_counts(junit)
     return TestOutcome(
         passed=passed,

@@ -1,0 +1,46 @@
+"""SIGTERM handled as Ctrl-C, and named points where a test makes a run signal itself.
+
+A run stopped by SIGTERM (a CI timeout, ``kill``) would end without running any ``finally`` or ``with`` exit: scratch
+clones in the system's temporary folder, ``tmp*`` folders in the work directory and a staged ``export.partial/`` would
+outlive it. Raised as :class:`KeyboardInterrupt` instead, it unwinds as Ctrl-C
+does: every scratch folder is a context manager that removes it, and the command line exits 130.
+
+:func:`stage` marks a point of a run by name. The tests set ``PATCHSERIES_SIGNAL_AT=<stage>[:<SIGNAL>]`` to make
+the process send itself that signal (default SIGTERM) there: an interrupt at a chosen point, without a sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+SIGNAL_AT_ENV = "PATCHSERIES_SIGNAL_AT"
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs, the first SIGTERM raises KeyboardInterrupt; later ones are ignored, so that the
+    clean-up the first one started is not itself cut short. The old handler is restored afterwards."""
+    received = False
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        nonlocal received
+        if not received:
+            received = True
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stage(name: str) -> None:
+    """A named point of a run: send this process the signal ``$PATCHSERIES_SIGNAL_AT`` asks for here, if any."""
+    wanted, _, signame = os.environ.get(SIGNAL_AT_ENV, "").partition(":")
+    if wanted == name:
+        os.kill(os.getpid(), getattr(signal, signame or "SIGTERM"))

@@ -1,0 +1,73 @@
+"""SIGTERM is handled as Ctrl-C: a run signalled at a chosen stage exits 130 and leaves none of its scratch folders.
+
+Each run signals itself at a named stage (``PATCHSERIES_SIGNAL_AT``, see :mod:`patchseries.interrupts`), with the
+system's temporary folder pointed at an empty folder of the test's, so that whatever the run left there is seen.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import Synthetic, commit
+from patchseries.interrupts import SIGNAL_AT_ENV
+
+INTERRUPTED = "error: interrupted; re-run the same command to resume from a clean state"
+
+
+def run_signalled(synthetic: Synthetic, tmp_path: Path, stage: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command line in a fresh interpreter that sends itself SIGTERM at ``stage``."""
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir(exist_ok=True)
+    env = {**os.environ, SIGNAL_AT_ENV: stage, "TMPDIR": str(system_tmp)}
+    command = [sys.executable, "-m", "patchseries", *args, "--patches", str(synthetic.ws.patches)]
+    return subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("stage", ["fetch-download", "fetch-unpacked"])
+def test_sigterm_while_fetching_leaves_no_scratch_folder_and_a_rerun_completes(synthetic, tmp_path, stage):
+    """Issue 31, row 9: ``W/tmp*/`` and a half-made tree or download were left by a SIGTERM during ``fetch``."""
+    fresh = tmp_path / "fresh"
+
+    proc = run_signalled(synthetic, tmp_path, stage, "fetch", "--workdir", str(fresh))
+
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.splitlines()[-1] == INTERRUPTED
+    assert list((tmp_path / "system-tmp").iterdir()) == []
+    assert sorted(p.name for p in fresh.iterdir()) == ["downloads", "patchseries.lock"]  # no tmp*/, no trees/
+    assert [p.name for p in (fresh / "downloads").iterdir()] in ([], [synthetic.sdist.name])  # no .partial
+    rerun = synthetic.run("fetch")
+    assert rerun.returncode == 0, rerun.stderr
+
+
+def test_sigterm_while_exporting_leaves_the_old_series_and_no_staging(synthetic, tmp_path):
+    """Issue 31, row 9: ``patches/export.partial/`` and a scratch clone in the system's temporary folder were left."""
+    commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.0.1'\n"}, "Fix the version")
+    before = _files(synthetic.ws.patches)
+
+    proc = run_signalled(
+        synthetic, tmp_path, "export-staged", "export", "--author", "A U Thor <a@example.com>", "--workdir",
+        str(synthetic.ws.workdir),
+    )  # fmt: skip
+
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.splitlines() == [INTERRUPTED]
+    assert _files(synthetic.ws.patches) == before
+    assert list((tmp_path / "system-tmp").iterdir()) == []
+    assert sorted(p.name for p in synthetic.ws.workdir.iterdir()) == ["downloads", "patchseries.lock", "trees"]
+
+
+def test_sigint_and_sigterm_are_the_same_interrupt(synthetic, tmp_path):
+    proc = run_signalled(synthetic, tmp_path, "export-staged:SIGINT", "export", "--workdir", str(synthetic.ws.workdir))
+
+    assert proc.returncode == 130
+    assert proc.stderr.splitlines() == [INTERRUPTED]
+    assert not (synthetic.ws.patches / "export.partial").exists()
