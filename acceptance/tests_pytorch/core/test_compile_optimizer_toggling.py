@@ -126,13 +126,16 @@ def test_toggling_adds_no_recompilation_after_first_steps(make_module, tmp_path)
 
 
 @RunIf(max_torch="2.4")
-def test_capturable_reset_keeps_the_users_choice():
-    """The reset behind Adam on torch < 2.4 undoes only what Dynamo set: not the user's choice, also in added groups,
-    before the step and again after the closure, in which a compiled ``training_step`` may set it again."""
+def test_capturable_reset_clears_every_cpu_group():
+    """The reset behind Adam on torch < 2.4 clears ``capturable`` on every group of CPU parameters, where no eager step
+    supports it (pytorch/pytorch#182706), also in groups added later, before the step and again after the closure, in
+    which a compiled ``training_step`` may set it again; groups on other devices keep theirs."""
     first, second, third = (torch.nn.Parameter(torch.ones(1)) for _ in range(3))
+    elsewhere = torch.nn.Parameter(torch.ones(1, device="meta"))
     adam = torch.optim.Adam([{"params": [first]}, {"params": [second], "capturable": True}], lr=0.1)
     lightning_optimizer = LightningOptimizer(adam)
     adam.add_param_group({"params": [third]})
+    adam.add_param_group({"params": [elsewhere]})
     seen = []
 
     def optimizer_step(optimizer, closure, **kwargs):
@@ -146,8 +149,8 @@ def test_capturable_reset_keeps_the_users_choice():
         group["capturable"] = True  # what Dynamo does to an optimizer that enters a compiled frame before torch 2.4
 
     assert lightning_optimizer.step(closure=lambda: "loss") == "loss"
-    assert seen == [[False, True, False]]
-    assert [group["capturable"] for group in adam.param_groups] == [False, True, False]
+    assert seen == [[False, False, False, True]]
+    assert [group["capturable"] for group in adam.param_groups] == [False, False, False, True]
 
 
 class ReadsLearningRateMidway(BoringModel):
