@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -11,6 +12,7 @@ from patchseries.apply import SERIES_BRANCH, apply_series
 from patchseries.base import sdist_base
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
+from patchseries.gitcmd import TOOL_IDENTITY
 from patchseries.harness import series_test_files, write_harness
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
@@ -87,11 +89,13 @@ def test_failing_patch_is_named_and_leaves_the_base_unchanged(synthetic):
 
 
 def test_interrupted_am_is_recovered_by_a_rerun(synthetic):
-    # what a killed run leaves: a work branch with a `git am` stopped half-way
+    # what a killed run leaves: the tool's work branch, with its own commits and a `git am` stopped half-way
     git(synthetic.tree, "checkout", "-q", "-f", "-b", "series-wip", "base")
-    commit(synthetic.tree, {"src/fakelib/core.py": "something else\n"}, "diverge")
+    (synthetic.tree / "src/fakelib/core.py").write_text("something else\n")
+    tool = {**os.environ, **TOOL_IDENTITY}
+    subprocess.run(["git", "commit", "-qam", "diverge"], cwd=synthetic.tree, env=tool, capture_output=True, check=True)
     first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
-    subprocess.run(["git", "am", str(first)], cwd=synthetic.tree, capture_output=True, check=False)
+    subprocess.run(["git", "am", str(first)], cwd=synthetic.tree, env=tool, capture_output=True, check=False)
     assert (synthetic.tree / ".git" / "rebase-apply").exists()
 
     _, result = _apply(synthetic)

@@ -180,3 +180,51 @@ def test_export_refuses_uncommitted_staged_and_untracked_changes(synthetic):
         f"error: {synthetic.tree} has uncommitted changes ({CORE}, src/fakelib/new.py), which export would leave out"
     )
     assert {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()} == before
+
+
+def test_a_tree_whose_git_is_broken_is_refused_and_the_checkout_around_it_untouched(synthetic, tmp_path):
+    """Issue 31, row 7: git must not fall through to a repository above the tree (the project's own checkout)."""
+    assert synthetic.run("apply").returncode == 0
+    git(tmp_path, "init", "-q")  # the folder around patches/ and the work directory is a checkout, as the project is
+    git(tmp_path, "commit", "-q", "--allow-empty", "-m", "the person's checkout")
+    before = git(tmp_path, "for-each-ref")
+    (synthetic.tree / ".git" / "HEAD").write_text("")
+    _change_patches(synthetic)
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("error: ")
+    assert git(tmp_path, "for-each-ref") == before
+    assert git(tmp_path, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_a_persons_branch_named_like_the_tools_work_branch_is_never_reset(synthetic):
+    """Issue 31, row 1: `series-wip` with a commit and an edit of a person's is not the tool's interrupted work."""
+    assert synthetic.run("apply").returncode == 0
+    git(synthetic.tree, "checkout", "-q", "-b", "series-wip")
+    commit(synthetic.tree, {CORE: "def answer():\n    return 42  # my commit\n"}, "My work")
+    mine = git(synthetic.tree, "rev-parse", "HEAD")
+    _edit(synthetic, "def answer():\n    return 42  # my commit and my edit\n")
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "series-wip" in proc.stderr.splitlines()[-1]
+    assert git(synthetic.tree, "rev-parse", "series-wip") == mine
+    assert git(synthetic.tree, "symbolic-ref", "--short", "HEAD") == "series-wip"
+    assert "my edit" in (synthetic.tree / CORE).read_text()
+
+
+def test_a_tree_whose_git_was_moved_away_is_never_deleted_or_rebuilt(synthetic):
+    """Issue 31, row 13: a tree folder without its `.git` may hold a person's files."""
+    assert synthetic.run("apply").returncode == 0
+    (synthetic.tree / ".git").rename(synthetic.tree.parent / "moved-git")
+    (synthetic.tree / "my-notes.txt").write_text("mine\n")
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith(f"error: {synthetic.tree} exists but is no git repository")
+    assert (synthetic.tree / "my-notes.txt").read_text() == "mine\n"
+    assert not (synthetic.tree / ".git").exists()

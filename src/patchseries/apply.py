@@ -9,7 +9,7 @@ from pathlib import Path
 
 from patchseries.base import BASE_BRANCH, BaseTree
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, git_path, has_path, out
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, git_path, has_path, out, uncommitted_files
 from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, fingerprint
@@ -111,12 +111,31 @@ def recover_interrupted(repo: Path) -> None:
     Only the tool's own branch ``series-wip`` is touched; a rebase or ``git am`` of the contributor's is left alone.
     """
     branch = git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=repo, check=False).stdout.strip()
+    _refuse_a_persons_wip_branch(repo, on_it=branch == _WIP_BRANCH)
     if branch == _WIP_BRANCH:
         if git_path(repo, "rebase-apply").exists():
             abort_am(repo)
         series = git("rev-parse", "--verify", "--quiet", SERIES_BRANCH, cwd=repo, check=False).returncode == 0
         git("checkout", "--quiet", "--force", SERIES_BRANCH if series else BASE_BRANCH, cwd=repo)
     git("branch", "--quiet", "-D", _WIP_BRANCH, cwd=repo, check=False)
+
+
+def _refuse_a_persons_wip_branch(repo: Path, on_it: bool) -> None:
+    """``series-wip`` is the tool's only while it holds nothing but the tool's commits (and, checked out, no edits)."""
+    if git("rev-parse", "--verify", "--quiet", _WIP_BRANCH, cwd=repo, check=False).returncode != 0:
+        return
+    committers = set(out("log", "--format=%ce", f"{BASE_BRANCH}..{_WIP_BRANCH}", cwd=repo).split())
+    work = [f"commits by {', '.join(sorted(committers - {TOOL_IDENTITY['GIT_COMMITTER_EMAIL']}))}"]
+    if committers <= {TOOL_IDENTITY["GIT_COMMITTER_EMAIL"]}:
+        work = []
+    if on_it and not git_path(repo, "rebase-apply").exists() and uncommitted_files(repo):  # not a stopped `git am`'s
+        work.append("uncommitted edits")
+    if work:
+        what = ", ".join(work)
+        raise SeriesError(
+            f"{repo}: branch {_WIP_BRANCH} holds work that is not the tool's ({what}); rename it (git branch -m "
+            f"{_WIP_BRANCH} NAME), commit or stash the edits, and re-run: nothing was changed"
+        )
 
 
 def _am(repo: Path, patch: Patch, options: list[str]) -> None:

@@ -70,7 +70,7 @@ def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
             _move_base(tree, str(building), BASE_BRANCH, commit, log)
             remove(building)
         else:
-            remove(tree)
+            _refuse_what_it_did_not_make(tree)
             building.rename(tree)
     except BaseException as exc:
         remove(building)  # a half-made base (a full disk, a git failure, an interrupt) is never left behind
@@ -211,7 +211,7 @@ def git_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
 
 
 def _clone(tree: Path, source: str, options: list[str], commit: str, kind: str) -> BaseTree:
-    remove(tree)
+    _refuse_what_it_did_not_make(tree)
     building = partial_path(tree)
     remove(building)
     tree.parent.mkdir(parents=True, exist_ok=True)
@@ -224,6 +224,17 @@ def _clone(tree: Path, source: str, options: list[str], commit: str, kind: str) 
     add_excludes(building, BUILD_ARTIFACTS)
     building.rename(tree)
     return BaseTree(tree, kind)
+
+
+def _refuse_what_it_did_not_make(tree: Path) -> None:
+    """A tree folder without a repository (its ``.git`` moved or deleted) may hold a person's files: never remove it."""
+    if tree.is_symlink() or (tree.exists() and (not tree.is_dir() or any(tree.iterdir()))):
+        raise SeriesError(
+            f"{tree} exists but is no git repository this tool can read (its .git is missing); it may hold your work: "
+            "move it away, or restore its .git, and re-run"
+        )
+    if tree.exists():
+        tree.rmdir()  # empty: nothing of anyone's is in it
 
 
 def _is_repository(tree: Path) -> bool:

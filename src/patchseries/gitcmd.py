@@ -49,6 +49,10 @@ def git(
     command += [str(a) for a in args]
     # GIT_OPTIONAL_LOCKS=0: reading (``git status``) never rewrites the index, so a user's checkout stays byte for byte
     full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", **(env or {})}
+    if cwd is not None:
+        # git runs on the repository at `cwd` or on none: one whose `.git` is broken or moved must not make git find
+        # the repository around it (the project's own checkout) and rewrite that instead
+        full_env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
     # surrogateescape: a commit message or a file that is not UTF-8 (Latin-1) is read, and written back, byte for byte
     proc = subprocess.run(
         command, cwd=cwd, env=full_env, input=stdin, capture_output=True, text=True, errors=ENCODING_ERRORS, check=False
