@@ -71,3 +71,24 @@ def test_sigint_and_sigterm_are_the_same_interrupt(synthetic, tmp_path):
     assert proc.returncode == 130
     assert proc.stderr.splitlines() == [INTERRUPTED]
     assert not (synthetic.ws.patches / "export.partial").exists()
+
+
+def test_sigterm_while_recording_the_applied_series_leaves_no_empty_record(synthetic, tmp_path):
+    """Issue 31, row 6: the record of what the tool applied was left empty, and its own commits read as a person's."""
+    assert synthetic.run("apply").returncode == 0
+    marker = synthetic.tree / ".git" / "patchseries-applied"
+    recorded = marker.read_text()
+    second = sorted(synthetic.ws.patches.glob("*.patch"))[1]
+    second.write_text(second.read_text().replace("Subject: [PATCH] ", "Subject: [PATCH] Reworded: ", 1))
+
+    proc = run_signalled(
+        synthetic, tmp_path, "write-patchseries-applied", "apply", "--workdir", str(synthetic.ws.workdir)
+    )
+
+    assert proc.returncode == 130, proc.stderr
+    assert marker.read_text() == recorded  # the old record, whole; never an empty or half-written one
+    assert not list(marker.parent.glob("patchseries-applied*partial*"))
+    rerun = synthetic.run("apply")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "local changes" not in rerun.stderr
+    assert marker.read_text() != recorded

@@ -7,6 +7,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchseries.atomic import write_file
 from patchseries.base import BASE_BRANCH, BaseTree
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, git_path, has_path, out, uncommitted_files
@@ -88,7 +89,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log, disca
         log(f"applied {patch.name}")
     git("branch", "--quiet", "-M", SERIES_BRANCH, cwd=repo)
     result.head = out("rev-parse", "HEAD", cwd=repo)
-    marker.write_text(f"{wanted[0]} {wanted[1]} {result.head}\n")
+    write_file(marker, f"{wanted[0]} {wanted[1]} {result.head}\n")  # in one rename: never left empty
     return result
 
 

@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from patchseries.interrupts import stage
 from patchseries.paths import partial_path, remove
 
 STAGING = "export.partial"
@@ -28,6 +29,7 @@ def write_file(path: Path, text: str) -> None:
     staged = partial_path(path)
     try:
         staged.write_bytes(text.encode())
+        stage(f"write-{path.name}")
         os.replace(staged, path)
     except BaseException:
         staged.unlink(missing_ok=True)
