@@ -153,3 +153,27 @@ def test_file_added_by_an_earlier_patch_is_not_excluded(synthetic):
 
     assert result.excluded == {}
     assert (base.path / new_test).read_text() == "def test_answer():\n    assert True\n"
+
+
+def test_a_refused_series_leaves_the_tree_where_it_was_and_the_fixed_series_reuses_it(synthetic):
+    """Issue 31, row 11: a refused series left the tree on `base`, which the next run called local changes."""
+    _apply(synthetic)
+    series_before = git(synthetic.tree, "rev-parse", "series")
+    git(synthetic.tree, "checkout", "-q", "-b", "conflicting", "base")
+    commit(synthetic.tree, {"src/fakelib/core.py": "def answer():\n    return 0\n"}, "Conflict with the fix")
+    git(synthetic.tree, "checkout", "-q", "series")
+    export_series(synthetic.tree, synthetic.ws.patches / "extra", branch="conflicting")
+    next((synthetic.ws.patches / "extra").glob("*.patch")).rename(synthetic.ws.patches / "0003-conflict.patch")
+    listed = synthetic.ws.series_file.read_text()
+    synthetic.ws.series_file.write_text(listed + "0003-conflict.patch\n")
+
+    refused = synthetic.run("apply")
+
+    assert refused.returncode == 2
+    assert git(synthetic.tree, "symbolic-ref", "--short", "HEAD") == "series"
+    assert git(synthetic.tree, "rev-parse", "series") == series_before
+    synthetic.ws.series_file.write_text(listed)  # the contributor fixes the series
+    rerun = synthetic.run("apply")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "reusing it" in rerun.stderr
+    assert "local changes" not in rerun.stderr

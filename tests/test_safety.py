@@ -228,3 +228,22 @@ def test_a_tree_whose_git_was_moved_away_is_never_deleted_or_rebuilt(synthetic):
     assert proc.stderr.splitlines()[-1].startswith(f"error: {synthetic.tree} exists but is no git repository")
     assert (synthetic.tree / "my-notes.txt").read_text() == "mine\n"
     assert not (synthetic.tree / ".git").exists()
+
+
+def test_series_checked_out_in_a_linked_worktree_is_refused_and_nothing_changes(synthetic, tmp_path):
+    """Issue 31, row 12: `git branch -M` failed halfway, leaving the tree on the tool's work branch."""
+    assert synthetic.run("apply").returncode == 0
+    linked = tmp_path / "linked"
+    git(synthetic.tree, "checkout", "-q", "--detach")
+    git(synthetic.tree, "worktree", "add", "-q", str(linked), "series")
+    (linked / CORE).write_text("def answer():\n    return 42  # edited in the linked worktree\n")
+    head_before = git(synthetic.tree, "rev-parse", "HEAD")
+    _change_patches(synthetic)
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "checked out in the linked worktree" in proc.stderr.splitlines()[-1]
+    assert git(synthetic.tree, "rev-parse", "HEAD") == head_before
+    assert "series-wip" not in git(synthetic.tree, "branch", "--list")
+    assert "edited in the linked worktree" in (linked / CORE).read_text()

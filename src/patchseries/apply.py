@@ -61,6 +61,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log, disca
             log(f"tree: local changes, not patches/ ({local}): left as it is; export them to make them the "
                 "series, or re-run with --discard to back them up and re-apply patches/")  # fmt: skip
             return ApplyResult(tree=repo, head=state.head, local=local, where=state.where)
+    _refuse_a_branch_held_by_a_linked_worktree(repo)
     result = ApplyResult(tree=repo, head="")
     if state.has_work:
         if not discard:
@@ -71,6 +72,9 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log, disca
         result.backups = back_up(repo, state, SERIES_BRANCH)
         for backup in result.backups:
             log(f"backed up {backup}")
+    # where a refused series returns the tree: what it was on, not `base` (which the next run would call local work)
+    previous = git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=repo, check=False).stdout.strip()
+    previous = previous or out("rev-parse", "HEAD", cwd=repo)
     git("checkout", "--quiet", "--force", "-B", _WIP_BRANCH, BASE_BRANCH, cwd=repo)
     for patch in patches:
         excludes = excluded_paths(base, patch, pin)
@@ -84,7 +88,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log, disca
             log(f"{patch.name}: already present in the base, skipped")
             result.already_present.append(patch.name)
             continue
-        _am(repo, patch, options)
+        _am(repo, patch, options, previous)
         result.applied.append(patch.name)
         log(f"applied {patch.name}")
     git("branch", "--quiet", "-M", SERIES_BRANCH, cwd=repo)
@@ -121,6 +125,21 @@ def recover_interrupted(repo: Path) -> None:
     git("branch", "--quiet", "-D", _WIP_BRANCH, cwd=repo, check=False)
 
 
+def _refuse_a_branch_held_by_a_linked_worktree(repo: Path) -> None:
+    """Re-applying moves ``series``: not while a linked worktree, whose edits the tool does not see, has it out."""
+    current = str(repo.resolve())
+    blocks = out("worktree", "list", "--porcelain", cwd=repo).split("\n\n")
+    for block in blocks:
+        fields = dict(line.partition(" ")[::2] for line in block.splitlines())
+        held = fields.get("branch", "").removeprefix("refs/heads/")
+        if held in (SERIES_BRANCH, _WIP_BRANCH) and str(Path(fields.get("worktree", "")).resolve()) != current:
+            raise SeriesError(
+                f"{repo}: branch {held} is checked out in the linked worktree {fields['worktree']}, whose work "
+                "re-applying the series would not see; check out another branch there or remove it (git worktree "
+                "remove), and re-run: nothing was changed"
+            )
+
+
 def _refuse_a_persons_wip_branch(repo: Path, on_it: bool) -> None:
     """``series-wip`` is the tool's only while it holds nothing but the tool's commits (and, checked out, no edits)."""
     if git("rev-parse", "--verify", "--quiet", _WIP_BRANCH, cwd=repo, check=False).returncode != 0:
@@ -139,7 +158,7 @@ def _refuse_a_persons_wip_branch(repo: Path, on_it: bool) -> None:
         )
 
 
-def _am(repo: Path, patch: Patch, options: list[str]) -> None:
+def _am(repo: Path, patch: Patch, options: list[str], previous: str) -> None:
     proc = git(
         "am", "--3way", "--committer-date-is-author-date", *options, patch.path,
         cwd=repo, env=TOOL_IDENTITY, check=False,
@@ -148,10 +167,10 @@ def _am(repo: Path, patch: Patch, options: list[str]) -> None:
         return
     files = failed_files(repo, proc)
     abort_am(repo)
-    git("checkout", "--quiet", "--force", BASE_BRANCH, cwd=repo)
+    git("checkout", "--quiet", "--force", previous, cwd=repo)
     git("branch", "--quiet", "-D", _WIP_BRANCH, cwd=repo, check=False)
     where = ", ".join(files) if files else "see `git am` output"
-    raise SeriesError(f"{patch.name} does not apply: {where}; nothing was applied and the base is unchanged")
+    raise SeriesError(f"{patch.name} does not apply: {where}; nothing was applied and the tree is as it was")
 
 
 def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
