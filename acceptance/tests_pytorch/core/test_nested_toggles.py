@@ -14,8 +14,10 @@
 """Nested toggles (release 0010, forward 0008): no parameter stays frozen that was trainable before the outermost one.
 
 On Lightning 2.6.6 a toggle inside another recorded the parameters the outer toggle had frozen as frozen, and the
-untoggles restored them frozen: the other optimizer's parameters never trained again. Each case nests toggles in the
-first batch only, then trains plain steps of both optimizers, and checks every parameter's ``requires_grad`` after the
+untoggles restored them frozen: the other optimizer's parameters never trained again. Toggles of one optimizer inside
+each other now restore every parameter; a toggle of another optimizer, whose parameters the outer toggle froze, is
+refused with a ``RuntimeError`` (which state to restore would be ambiguous). Each case nests toggles in the first
+batch only, then trains plain steps of both optimizers, and checks every parameter's ``requires_grad`` after the
 nesting and that the once-frozen parameters train afterwards. A parameter the user froze stays frozen.
 """
 
@@ -79,12 +81,18 @@ def _toggled_twice_then_untoggled_twice(module: Nested, opt_first: Any, opt_seco
 
 
 def _other_optimizer_toggled_inside(module: Nested, opt_first: Any, opt_second: Any) -> None:
-    with module.toggled_optimizer(opt_first), module.toggled_optimizer(opt_second):
-        pass
+    """Ambiguous (2.6.6 froze the inner optimizer's own parameters): refused, and the outer block restores."""
+    with pytest.raises(RuntimeError, match="another optimizer's toggle"), module.toggled_optimizer(opt_first):
+        module.toggled_optimizer(opt_second).__enter__()
 
 
 def _block_inside_toggle_model(module: Nested, opt_first: Any, opt_second: Any) -> None:
-    with opt_second.toggle_model(), module.toggle_optimizer(opt_first):
+    with pytest.raises(RuntimeError, match="another optimizer's toggle"), opt_second.toggle_model():
+        module.toggle_optimizer(opt_first)
+
+
+def _same_optimizer_block_inside_toggle_model(module: Nested, opt_first: Any, opt_second: Any) -> None:
+    with opt_first.toggle_model(), module.toggle_optimizer(opt_first):
         pass
 
 
@@ -94,6 +102,7 @@ NESTINGS = [
     _toggled_twice_then_untoggled_twice,
     _other_optimizer_toggled_inside,
     _block_inside_toggle_model,
+    _same_optimizer_block_inside_toggle_model,
 ]
 
 
