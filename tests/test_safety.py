@@ -247,3 +247,29 @@ def test_series_checked_out_in_a_linked_worktree_is_refused_and_nothing_changes(
     assert git(synthetic.tree, "rev-parse", "HEAD") == head_before
     assert "series-wip" not in git(synthetic.tree, "branch", "--list")
     assert "edited in the linked worktree" in (linked / CORE).read_text()
+
+
+def test_git_variables_of_the_callers_shell_never_point_the_tool_at_another_repository(
+    synthetic, tmp_path, monkeypatch
+):
+    """A shell with GIT_DIR/GIT_WORK_TREE set (a hook, a script) must not make `apply` write into that repository."""
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    (other / "README").write_text("mine\n")
+    git(other, "add", "README")
+    git(other, "commit", "-q", "-m", "the person's repository")
+    (other / "README").write_text("mine, edited\n")
+    refs = git(other, "for-each-ref")
+    assert synthetic.run("apply").returncode == 0
+    _change_patches(synthetic)
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+
+    proc = synthetic.run("apply")
+
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_WORK_TREE")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert git(other, "for-each-ref") == refs
+    assert (other / "README").read_text() == "mine, edited\n"

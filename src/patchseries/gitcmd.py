@@ -35,6 +35,16 @@ STABLE_CONFIG = (
 )
 
 
+# git's variables that choose the repository, its work tree or its index: the tool names the repository by `cwd` only
+_REPOSITORY_VARIABLES = frozenset(
+    {
+        "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES",
+        "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    }
+)  # fmt: skip
+
+
 def git(
     *args: str | Path,
     cwd: Path | None = None,
@@ -48,7 +58,9 @@ def git(
         command += ["-c", item]
     command += [str(a) for a in args]
     # GIT_OPTIONAL_LOCKS=0: reading (``git status``) never rewrites the index, so a user's checkout stays byte for byte
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", **(env or {})}
+    # a GIT_DIR, GIT_WORK_TREE or GIT_INDEX_FILE of the caller's shell would point every command at another repository
+    inherited = {key: value for key, value in os.environ.items() if key not in _REPOSITORY_VARIABLES}
+    full_env = {**inherited, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", **(env or {})}
     if cwd is not None:
         # git runs on the repository at `cwd` or on none: one whose `.git` is broken or moved must not make git find
         # the repository around it (the project's own checkout) and rewrite that instead
