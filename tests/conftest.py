@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from patchseries.base import sdist_base
+from patchseries.apply import edit_tree, tool_tree
+from patchseries.base import BaseTree, resolve_source
 from patchseries.export import export_series
 from patchseries.paths import Workspace
-from patchseries.pin import load_pin
+from patchseries.pin import Pin, load_pin
 from patchseries.progress import quiet
 
 RELEASE_FILES = {
@@ -31,7 +32,8 @@ RELEASE_FILES = {
 
 @dataclass
 class Synthetic:
-    """A synthetic release and series; ``ws`` points at them, ``tree`` is where the series was authored."""
+    """A synthetic release and series; ``ws`` points at them, ``tree`` is where the series was authored (the tree
+    ``patchseries edit`` makes, which ``export`` reads by default)."""
 
     ws: Workspace
     sdist: Path
@@ -95,14 +97,23 @@ def commit(tree: Path, files: dict[str, str], message: str) -> None:
     git(tree, "commit", "-q", "--date=2026-02-01T00:00:00+0000", "-m", message)
 
 
+def make_base(
+    ws: Workspace, pin: Pin, checkout: Path | None = None, use_git: bool = False, force: bool = False
+) -> BaseTree:
+    """The tool's tree of a base with an empty series: how the tests get a base from each source."""
+    source = resolve_source(ws, pin, checkout, use_git, force)
+    ws.workdir.mkdir(parents=True, exist_ok=True)
+    return tool_tree(ws, pin, [], source, quiet)[0]
+
+
 @pytest.fixture
 def synthetic(tmp_path: Path) -> Synthetic:
     """A release with two patches: a fix with a new test file, and a change to the CHANGELOG."""
     sdist = make_sdist(tmp_path, RELEASE_FILES)
     ws = Workspace(patches=tmp_path / "patches", workdir=tmp_path / "work")
     write_pin(ws.patches, sdist)
-    tree = sdist_base(ws, load_pin(ws.pin_file), quiet).path
-    git(tree, "checkout", "-q", "-b", "series")
+    pin = load_pin(ws.pin_file)
+    tree = edit_tree(ws, pin, [], resolve_source(ws, pin, None, False, False), quiet)  # as `patchseries edit` does
     commit(
         tree,
         {

@@ -1,28 +1,25 @@
-"""Applying the series: all or nothing, re-runs detected, interrupted runs recovered, exclusions reported."""
+"""Applying the series: in a fresh tree, all or nothing, re-runs detected, leftovers of killed runs removed."""
 
 from __future__ import annotations
-
-import os
-import subprocess
 
 import pytest
 
 from conftest import commit, git
-from patchseries.apply import SERIES_BRANCH, apply_series
-from patchseries.base import sdist_base
+from patchseries.apply import SERIES_BRANCH, apply_series, tool_tree
+from patchseries.base import BaseTree, resolve_source
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
-from patchseries.gitcmd import TOOL_IDENTITY
 from patchseries.harness import series_test_files, write_harness
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
 from patchseries.series import read_series
 
 
-def _apply(synthetic, log=quiet):
-    pin = load_pin(synthetic.ws.pin_file)
-    base = sdist_base(synthetic.ws, pin, quiet)
-    return base, apply_series(base, read_series(synthetic.ws.series_file), pin, log)
+def _apply(synthetic, log=quiet, ws=None):
+    ws = ws or synthetic.ws
+    pin = load_pin(ws.pin_file)
+    ws.workdir.mkdir(parents=True, exist_ok=True)
+    return tool_tree(ws, pin, read_series(ws.series_file), resolve_source(ws, pin, None, False, False), log)
 
 
 def test_series_is_applied_on_its_own_branch(synthetic):
@@ -34,12 +31,9 @@ def test_series_is_applied_on_its_own_branch(synthetic):
     assert git(base.path, "status", "--porcelain") == ""
 
 
-def test_applied_series_is_reproducible(synthetic):
+def test_applied_series_is_reproducible(synthetic, tmp_path):
     _, first = _apply(synthetic)
-    git(synthetic.tree, "checkout", "-q", "base")
-    git(synthetic.tree, "branch", "-q", "-D", SERIES_BRANCH)
-    (synthetic.tree / ".git" / "patchseries-applied").unlink()
-    _, second = _apply(synthetic)
+    _, second = _apply(synthetic, ws=type(synthetic.ws)(synthetic.ws.patches, tmp_path / "elsewhere"))
 
     assert first.head == second.head
 
@@ -53,56 +47,51 @@ def test_rerun_on_a_patched_tree_is_detected_not_an_error(synthetic):
     assert any("already applied" in m for m in messages)
 
 
-def test_patch_already_in_the_base_is_skipped(synthetic):
+def test_patch_already_in_the_base_is_skipped(synthetic, tmp_path):
     pin = load_pin(synthetic.ws.pin_file)
-    base = sdist_base(synthetic.ws, pin, quiet)
     patches = read_series(synthetic.ws.series_file)
-    apply_series(base, patches, pin, quiet)
-    git(base.path, "branch", "-f", "base", "HEAD")  # a base that already contains the whole series
+    repo = tmp_path / "base-with-the-series"  # a base that already contains the whole series
+    git(tmp_path, "clone", "-q", "--branch", "series", str(synthetic.tree), str(repo))
+    git(repo, "checkout", "-q", "-b", "base")
+    git(repo, "branch", "-q", "-D", "series")
 
-    result = apply_series(base, patches, pin, quiet)
+    result = apply_series(BaseTree(repo, "checkout"), patches, pin, quiet)
 
     assert result.already_present == [p.name for p in patches]
     assert result.applied == []
 
 
-def test_failing_patch_is_named_and_leaves_the_base_unchanged(synthetic):
+def _add_a_conflicting_patch(synthetic):
+    """A third patch whose context no longer exists once the first patch is applied."""
     git(synthetic.tree, "checkout", "-q", "-b", "conflicting", "base")
     commit(synthetic.tree, {"src/fakelib/core.py": "def answer():\n    return 0\n"}, "Conflict with the fix")
-    git(synthetic.tree, "checkout", "-q", "base")
-    base_before = git(synthetic.tree, "rev-parse", "base")
-    # a third patch whose context no longer exists once the first patch is applied
+    git(synthetic.tree, "checkout", "-q", "series")
     export_series(synthetic.tree, synthetic.ws.patches / "extra", branch="conflicting")
-    extra = next((synthetic.ws.patches / "extra").glob("*.patch"))
-    extra.rename(synthetic.ws.patches / "0003-conflict.patch")
+    next((synthetic.ws.patches / "extra").glob("*.patch")).rename(synthetic.ws.patches / "0003-conflict.patch")
     with synthetic.ws.series_file.open("a") as handle:
         handle.write("0003-conflict.patch\n")
+
+
+def test_failing_patch_is_named_and_leaves_no_tree(synthetic):
+    _add_a_conflicting_patch(synthetic)
 
     with pytest.raises(SeriesError, match=r"0003-conflict.patch does not apply: src/fakelib/core.py; nothing was"):
         _apply(synthetic)
 
-    assert git(synthetic.tree, "rev-parse", "base") == base_before
-    assert git(synthetic.tree, "symbolic-ref", "--short", "HEAD") == "base"
-    assert git(synthetic.tree, "status", "--porcelain") == ""
-    assert not (synthetic.tree / ".git" / "rebase-apply").exists()
-    assert "series-wip" not in git(synthetic.tree, "branch", "--list")
+    assert not synthetic.ws.trees.exists()  # the fresh tree it was applied in is removed
 
 
-def test_interrupted_am_is_recovered_by_a_rerun(synthetic):
-    # what a killed run leaves: the tool's work branch, with its own commits and a `git am` stopped half-way
-    git(synthetic.tree, "checkout", "-q", "-f", "-b", "series-wip", "base")
-    (synthetic.tree / "src/fakelib/core.py").write_text("something else\n")
-    tool = {**os.environ, **TOOL_IDENTITY}
-    subprocess.run(["git", "commit", "-qam", "diverge"], cwd=synthetic.tree, env=tool, capture_output=True, check=True)
-    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
-    subprocess.run(["git", "am", str(first)], cwd=synthetic.tree, env=tool, capture_output=True, check=False)
-    assert (synthetic.tree / ".git" / "rebase-apply").exists()
+def test_leftovers_of_a_killed_run_are_the_tools_and_removed(synthetic):
+    """A run killed (SIGKILL) while building leaves ``<tree>.partial`` or, between two renames, ``<tree>.old``."""
+    for leftover in ("sdist-1.0.partial", "sdist-1.0.old"):
+        (synthetic.ws.trees / leftover).mkdir(parents=True)
+        (synthetic.ws.trees / leftover / "junk").write_text("left by a killed run")
 
-    _, result = _apply(synthetic)
+    base, result = _apply(synthetic)
 
-    assert not (synthetic.tree / ".git" / "rebase-apply").exists()
     assert len(result.applied) == 2
-    assert "return 42" in (synthetic.tree / "src/fakelib/core.py").read_text()
+    assert "return 42" in (base.path / "src/fakelib/core.py").read_text()
+    assert sorted(path.name for path in synthetic.ws.trees.iterdir()) == ["sdist-1.0"]
 
 
 def test_hunks_for_files_the_sdist_lacks_are_excluded_and_reported(synthetic):
@@ -140,7 +129,7 @@ def test_harness_is_written_only_where_upstream_tests_are_missing(synthetic):
     assert git(base.path, "status", "--porcelain") == ""  # harness files are ignored, never committed
     assert write_harness(base.path, patches) == []
     # the work tree now has tests/, but the sdist base still counts as a base without upstream tests
-    assert not sdist_base(synthetic.ws, load_pin(synthetic.ws.pin_file), quiet).has_upstream_tests
+    assert not base.has_upstream_tests
 
 
 def test_file_added_by_an_earlier_patch_is_not_excluded(synthetic):
@@ -155,25 +144,19 @@ def test_file_added_by_an_earlier_patch_is_not_excluded(synthetic):
     assert (base.path / new_test).read_text() == "def test_answer():\n    assert True\n"
 
 
-def test_a_refused_series_leaves_the_tree_where_it_was_and_the_fixed_series_reuses_it(synthetic):
+def test_a_refused_series_leaves_the_tree_as_it_was_and_the_fixed_series_reuses_it(synthetic):
     """Issue 31, row 11: a refused series left the tree on `base`, which the next run called local changes."""
-    _apply(synthetic)
-    series_before = git(synthetic.tree, "rev-parse", "series")
-    git(synthetic.tree, "checkout", "-q", "-b", "conflicting", "base")
-    commit(synthetic.tree, {"src/fakelib/core.py": "def answer():\n    return 0\n"}, "Conflict with the fix")
-    git(synthetic.tree, "checkout", "-q", "series")
-    export_series(synthetic.tree, synthetic.ws.patches / "extra", branch="conflicting")
-    next((synthetic.ws.patches / "extra").glob("*.patch")).rename(synthetic.ws.patches / "0003-conflict.patch")
+    base, _ = _apply(synthetic)
+    series_before = git(base.path, "rev-parse", "series")
     listed = synthetic.ws.series_file.read_text()
-    synthetic.ws.series_file.write_text(listed + "0003-conflict.patch\n")
+    _add_a_conflicting_patch(synthetic)
 
     refused = synthetic.run("apply")
 
     assert refused.returncode == 2
-    assert git(synthetic.tree, "symbolic-ref", "--short", "HEAD") == "series"
-    assert git(synthetic.tree, "rev-parse", "series") == series_before
+    assert git(base.path, "symbolic-ref", "--short", "HEAD") == "series"
+    assert git(base.path, "rev-parse", "series") == series_before
     synthetic.ws.series_file.write_text(listed)  # the contributor fixes the series
     rerun = synthetic.run("apply")
     assert rerun.returncode == 0, rerun.stderr
     assert "reusing it" in rerun.stderr
-    assert "local changes" not in rerun.stderr

@@ -8,13 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RELEASE_FILES, cli, git, make_sdist, write_pin
-from patchseries.base import checkout_base, git_base, sdist_base
+from conftest import RELEASE_FILES, cli, git, make_base, make_sdist, write_pin
 from patchseries.cli import main
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace
 from patchseries.pin import load_pin
-from patchseries.progress import quiet
 
 
 def _workspace(tmp_path, name="work"):
@@ -25,8 +23,8 @@ def test_base_commit_is_the_same_on_every_run(tmp_path):
     write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
     pin = load_pin(tmp_path / "patches" / "base.toml")
 
-    first = sdist_base(_workspace(tmp_path, "one"), pin, quiet)
-    second = sdist_base(_workspace(tmp_path, "two"), pin, quiet)
+    first = make_base(_workspace(tmp_path, "one"), pin)
+    second = make_base(_workspace(tmp_path, "two"), pin)
 
     assert first.base_commit == second.base_commit
     assert git(first.path, "log", "-1", "--format=%an %ae %ad %cn %cd", "--date=iso") == (
@@ -39,7 +37,7 @@ def test_sha256_mismatch_is_refused_and_nothing_is_kept(tmp_path):
     ws = _workspace(tmp_path)
 
     with pytest.raises(SeriesError, match="sha256 mismatch for fakelib-1.0.tar.gz"):
-        sdist_base(ws, load_pin(ws.pin_file), quiet)
+        make_base(ws, load_pin(ws.pin_file))
 
     assert list(ws.downloads.iterdir()) == []
     assert not ws.trees.exists() or list(ws.trees.iterdir()) == []
@@ -50,8 +48,8 @@ def test_unexpected_base_commit_is_refused(tmp_path):
     ws = _workspace(tmp_path)
 
     with pytest.raises(SeriesError, match="the pin expects ffffffffffff"):
-        sdist_base(ws, load_pin(ws.pin_file), quiet)
-    assert list(ws.trees.iterdir()) == []
+        make_base(ws, load_pin(ws.pin_file))
+    assert not ws.trees.exists() or list(ws.trees.iterdir()) == []
 
 
 def test_interrupted_base_build_is_recovered(tmp_path):
@@ -62,7 +60,7 @@ def test_interrupted_base_build_is_recovered(tmp_path):
     (leftover / "junk").write_text("left by a killed run")
     (ws.trees / "sdist-1.0").mkdir()  # a tree without .git: an interrupted rename
 
-    tree = sdist_base(ws, load_pin(ws.pin_file), quiet)
+    tree = make_base(ws, load_pin(ws.pin_file))
 
     assert (tree.path / "src" / "fakelib" / "core.py").is_file()
     assert not leftover.exists()
@@ -77,7 +75,7 @@ def test_checkout_at_the_tag_is_cloned_and_left_untouched(tmp_path, upstream_clo
     ws = _workspace(tmp_path)
     before = _snapshot(upstream_clone)
 
-    tree = checkout_base(ws, load_pin(ws.pin_file), upstream_clone, force_base=False, log=quiet)
+    tree = make_base(ws, load_pin(ws.pin_file), upstream_clone)
 
     assert tree.path != upstream_clone
     assert tree.base_commit == git(upstream_clone, "rev-parse", "HEAD")
@@ -89,7 +87,7 @@ def test_dirty_checkout_is_refused(tmp_path, upstream_clone):
     (upstream_clone / "src" / "fakelib" / "core.py").write_text("edited\n")
 
     with pytest.raises(SeriesError, match="has uncommitted changes"):
-        checkout_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"), upstream_clone, False, quiet)
+        make_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"), upstream_clone, force=False)
 
 
 def test_checkout_at_another_commit_needs_force_base(tmp_path, upstream_clone):
@@ -98,8 +96,8 @@ def test_checkout_at_another_commit_needs_force_base(tmp_path, upstream_clone):
     git(upstream_clone, "commit", "-q", "--allow-empty", "-m", "later")
 
     with pytest.raises(SeriesError, match="but tag 1.0 is .*; check out 1.0 or pass --force-base"):
-        checkout_base(_workspace(tmp_path), pin, upstream_clone, False, quiet)
-    forced = checkout_base(_workspace(tmp_path), pin, upstream_clone, True, quiet)
+        make_base(_workspace(tmp_path), pin, upstream_clone, force=False)
+    forced = make_base(_workspace(tmp_path), pin, upstream_clone, force=True)
     assert forced.base_commit == git(upstream_clone, "rev-parse", "HEAD")
 
 
@@ -107,15 +105,15 @@ def test_git_source_without_network_says_so(tmp_path):
     write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES), git_url="https://unreachable.invalid/x.git")
     ws = _workspace(tmp_path)
 
-    with pytest.raises(SeriesError, match=r"cannot clone .* \(is GitHub reachable from here\?\)"):
-        git_base(ws, load_pin(ws.pin_file), quiet)
-    assert list(ws.trees.iterdir()) == []
+    with pytest.raises(SeriesError, match=r"cannot clone .* \(is it reachable from here\?\)"):
+        make_base(ws, load_pin(ws.pin_file), use_git=True)
+    assert not ws.trees.exists() or list(ws.trees.iterdir()) == []
 
 
 def test_not_a_checkout_is_refused(tmp_path):
     write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
     with pytest.raises(SeriesError, match="is not a git checkout"):
-        checkout_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"), tmp_path, False, quiet)
+        make_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"), tmp_path, force=False)
 
 
 def test_unknown_pin_key_is_reported(tmp_path):
@@ -131,7 +129,7 @@ def test_checkout_index_is_left_byte_for_byte(tmp_path, upstream_clone):
     os.utime(core, (later, later))  # same content, new stat data: `git status` would rewrite the index
     index = (upstream_clone / ".git" / "index").read_bytes()
 
-    checkout_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"), upstream_clone, False, quiet)
+    make_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"), upstream_clone, force=False)
 
     assert (upstream_clone / ".git" / "index").read_bytes() == index
 
@@ -208,8 +206,8 @@ def test_a_failure_while_committing_the_base_leaves_no_partial_tree(tmp_path, mo
     monkeypatch.setattr("patchseries.base._init_fixed_commit", no_space)
 
     with pytest.raises(SeriesError, match="unable to write new index file"):
-        sdist_base(ws, load_pin(ws.pin_file), quiet)
-    assert list(ws.trees.iterdir()) == []
+        make_base(ws, load_pin(ws.pin_file))
+    assert not ws.trees.exists() or list(ws.trees.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -246,7 +244,9 @@ def test_a_bad_pin_is_refused_in_full_before_the_work_directory_is_made(syntheti
 @pytest.mark.parametrize("cached", [True, False])
 def test_the_pinned_sha256_is_checked_when_the_tree_exists(synthetic, cached):
     """Issue 31, row 10: once the tree existed, a wrong sha256 in the pin was never noticed."""
-    base = git(synthetic.tree, "rev-parse", "base")
+    assert synthetic.run("apply").returncode == 0
+    tool_tree = synthetic.ws.trees / "sdist-1.0"
+    base = git(tool_tree, "rev-parse", "base")
     download = synthetic.ws.downloads / synthetic.sdist.name
     if not cached:
         download.unlink()
@@ -262,5 +262,5 @@ def test_the_pinned_sha256_is_checked_when_the_tree_exists(synthetic, cached):
     assert errors[0].startswith(f"error: sha256 mismatch for {synthetic.sdist.name}: ")
     assert "f" * 64 in errors[0]
     assert actual in errors[0]
-    assert git(synthetic.tree, "rev-parse", "base") == base
+    assert git(tool_tree, "rev-parse", "base") == base
     assert download.is_file() == cached

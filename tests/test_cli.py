@@ -105,8 +105,8 @@ def test_export_in_an_empty_workdir_is_one_error_line(synthetic, tmp_path):
 
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"error: there is no tree to export at {tmp_path / 'empty' / 'trees' / 'sdist-1.0'}; run `python -m "
-        "patchseries apply` to make it, or pass --tree"
+        f"error: there is no tree to export at {tmp_path / 'empty' / 'edit' / 'sdist-1.0'}; make one to edit with "
+        "`python -m patchseries edit`, or pass --tree"
     ]
 
 
@@ -147,7 +147,7 @@ def test_os_error_while_working_is_one_error_line(synthetic, monkeypatch, capsys
     def busy(*args, **kwargs):
         raise OSError(errno.ENOTEMPTY, "Directory not empty", "/w/venvs/py3.11-torch2.13.0-sdist")
 
-    monkeypatch.setattr("patchseries.pipeline.get_base", busy)
+    monkeypatch.setattr("patchseries.pipeline.get_source", busy)
 
     status = main(["fetch", "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir)])
 
@@ -164,7 +164,7 @@ def test_help_describes_the_tool_not_its_code():
     assert "argparse" not in proc.stdout
     assert "Apply the patch series in patches/ to the pinned PyTorch Lightning release" in proc.stdout
     assert "PATCHSERIES_WORKDIR" in proc.stdout
-    assert "--discard" in proc.stdout
+    assert "built fresh per base and series" in proc.stdout
 
 
 def test_main_job_help_describes_the_job_the_workdir_variable_and_pytest_arguments():
@@ -252,7 +252,7 @@ def test_export_from_a_tree_without_a_base_branch_says_so(synthetic, tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         f"error: {tree} has no branch 'base' to export the series against; export from a tree that `python -m "
-        "patchseries apply` made (its branch base is the pinned release)"
+        "patchseries edit` made (its branch base is the pinned release)"
     ]
 
 

@@ -74,7 +74,7 @@ def test_export_with_relative_paths_from_another_directory_writes_the_patches_fo
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
 
-    names = export_series(Path("..", "work", "trees", synthetic.tree.name), Path("../patches"), branch="series")
+    names = export_series(Path("..", "work", "edit", synthetic.tree.name), Path("../patches"), branch="series")
 
     assert names == ["0001-Fix-the-answer.patch", "0002-Add-a-CHANGELOG-entry.patch", "0003-Fix-the-version.patch"]
     assert synthetic.ws.series_file.read_text().splitlines()[1:] == names

@@ -62,33 +62,36 @@ def test_sigterm_while_exporting_leaves_the_old_series_and_no_staging(synthetic,
     assert proc.stderr.splitlines() == [INTERRUPTED]
     assert _files(synthetic.ws.patches) == before
     assert list((tmp_path / "system-tmp").iterdir()) == []
-    assert sorted(p.name for p in synthetic.ws.workdir.iterdir()) == ["downloads", "patchseries.lock", "trees"]
+    assert sorted(p.name for p in synthetic.ws.workdir.iterdir()) == ["downloads", "edit", "patchseries.lock"]
 
 
-def test_sigint_and_sigterm_are_the_same_interrupt(synthetic, tmp_path):
-    proc = run_signalled(synthetic, tmp_path, "export-staged:SIGINT", "export", "--workdir", str(synthetic.ws.workdir))
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGHUP"])
+def test_sigint_sighup_and_sigterm_are_the_same_interrupt(synthetic, tmp_path, signame):
+    proc = run_signalled(
+        synthetic, tmp_path, f"export-staged:{signame}", "export", "--workdir", str(synthetic.ws.workdir)
+    )
 
     assert proc.returncode == 130
     assert proc.stderr.splitlines() == [INTERRUPTED]
     assert not (synthetic.ws.patches / "export.partial").exists()
 
 
-def test_sigterm_while_recording_the_applied_series_leaves_no_empty_record(synthetic, tmp_path):
-    """Issue 31, row 6: the record of what the tool applied was left empty, and its own commits read as a person's."""
+def test_sigterm_while_recording_the_applied_series_leaves_the_old_tree_whole(synthetic, tmp_path):
+    """Issue 31, row 6: the record of what the tool applied was left empty, and its own commits read as a person's.
+    Now the record is written in one rename into the fresh tree, which then replaces the old one."""
     assert synthetic.run("apply").returncode == 0
-    marker = synthetic.tree / ".git" / "patchseries-applied"
-    recorded = marker.read_text()
+    tree = synthetic.ws.trees / "sdist-1.0"
+    record = tree / ".git" / "patchseries-tree"
+    recorded = record.read_text()
     second = sorted(synthetic.ws.patches.glob("*.patch"))[1]
     second.write_text(second.read_text().replace("Subject: [PATCH] ", "Subject: [PATCH] Reworded: ", 1))
 
-    proc = run_signalled(
-        synthetic, tmp_path, "write-patchseries-applied", "apply", "--workdir", str(synthetic.ws.workdir)
-    )
+    proc = run_signalled(synthetic, tmp_path, "write-patchseries-tree", "apply", "--workdir", str(synthetic.ws.workdir))
 
     assert proc.returncode == 130, proc.stderr
-    assert marker.read_text() == recorded  # the old record, whole; never an empty or half-written one
-    assert not list(marker.parent.glob("patchseries-applied*partial*"))
+    assert record.read_text() == recorded  # the old tree and its record, whole
+    assert sorted(path.name for path in synthetic.ws.trees.iterdir()) == ["sdist-1.0"]  # no half-made tree
     rerun = synthetic.run("apply")
     assert rerun.returncode == 0, rerun.stderr
-    assert "local changes" not in rerun.stderr
-    assert marker.read_text() != recorded
+    assert "building a fresh one" in rerun.stderr
+    assert record.read_text() != recorded

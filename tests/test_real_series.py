@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patchseries.base import sdist_base
+from patchseries.apply import tool_tree
+from patchseries.base import resolve_source
 from patchseries.export import drift_report, is_placeholder
 from patchseries.forward import DEP3_KEYS, _changelog_hunks
 from patchseries.paths import PROJECT_ROOT, Workspace
@@ -28,7 +29,10 @@ MAX_CHANGELOG_ENTRY = 240  # one sentence, as upstream's entries (90th percentil
 
 @pytest.fixture(scope="module")
 def base_repo() -> Path:
-    return sdist_base(WS, load_pin(WS.pin_file), quiet).path
+    """The tool's tree on the sdist base (branch ``base``), made as the main job makes it."""
+    pin = load_pin(WS.pin_file)
+    WS.workdir.mkdir(parents=True, exist_ok=True)
+    return tool_tree(WS, pin, read_series(WS.series_file), resolve_source(WS, pin, None, False, False), quiet)[0].path
 
 
 def test_patches_equal_a_fresh_export_and_have_no_whitespace_errors(base_repo):

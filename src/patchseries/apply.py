@@ -1,30 +1,36 @@
-"""Apply the series to a base repository with ``git am --3way``, all or nothing."""
+"""Apply the series to a base with ``git am --3way``, in a tree of the tool's built fresh for that base and series.
+
+:func:`tool_tree` reuses the tree of a base and series while it is exactly as built, replaces it while it is the
+tool's and unchanged, and otherwise refuses, leaving it as it is (:mod:`patchseries.trees`). A series that does not
+apply leaves nothing behind: it was applied in a new folder, which is removed.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries.atomic import write_file
-from patchseries.base import BASE_BRANCH, BaseTree
+from patchseries.base import BASE_REF, BaseSource, BaseTree, build_base
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, git_path, has_path, out, uncommitted_files
+from patchseries.gitcmd import TOOL_IDENTITY, git, git_path, has_path, out
+from patchseries.paths import Workspace, remove
 from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, fingerprint
-from patchseries.treestate import TreeState, back_up, inspect_tree
+from patchseries.trees import Record, building_path, changes_since_built, read_record, refuse_unless_built, replace_tree
 
 SERIES_BRANCH = "series"
-_WIP_BRANCH = "series-wip"
-_MARKER = "patchseries-applied"
+EDIT_DIR = "edit"  # <workdir>/edit/<base>: trees made for a person to change the series in; the tool never writes them
 _FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
 
 
 @dataclass
 class ApplyResult:
-    """What :func:`apply_series` did."""
+    """What :func:`tool_tree` did."""
 
     tree: Path
     head: str
@@ -32,50 +38,79 @@ class ApplyResult:
     already_present: list[str] = field(default_factory=list)
     excluded: dict[str, list[str]] = field(default_factory=dict)
     reused: bool = False
-    local: str | None = None  # the tree is not patches/: what differs ("1 uncommitted file (...)")
     where: str = f"branch {SERIES_BRANCH}"
-    backups: list[str] = field(default_factory=list)
 
 
-def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log, discard: bool = False) -> ApplyResult:
-    """Put the series on branch ``series`` of ``base``; on any failure leave the repository on ``base``, unchanged.
+def tool_tree(
+    ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log
+) -> tuple[BaseTree, ApplyResult]:
+    """The tool's tree of ``source`` with ``patches`` applied on branch ``series``: reused, replaced or made."""
+    tree = ws.trees / source.tree_name
+    wanted = fingerprint(patches)
+    if tree.is_dir() and not tree.is_symlink() and not any(tree.iterdir()):
+        tree.rmdir()  # empty: nothing of anyone's is in it (a rename an interrupt cut short)
+    if tree.exists() or tree.is_symlink():
+        why = changes_since_built(tree)
+        if why is not None:
+            refuse_unless_built(tree, why)
+        record = read_record(tree)
+        assert record is not None  # changes_since_built checked it
+        if (record.source, record.fingerprint) == (source.key, wanted):
+            log(f"series already applied on {tree} (branch {SERIES_BRANCH}); reusing it")
+            return BaseTree(tree, source.kind), ApplyResult(tree=tree, head=record.head, reused=True)
+        log(f"{tree} holds another base or series, unchanged since the tool built it: building a fresh one")
+    building = building_path(tree)
+    try:
+        base = build_base(ws, pin, source, building, log)
+        result = apply_series(base, patches, pin, log)
+        Record(source.key, wanted, base.base_commit, result.head).write(building)
+        replace_tree(tree, building)
+    except BaseException as exc:
+        remove(building)  # a half-made tree (a patch that does not apply, a full disk, an interrupt) is never left
+        with contextlib.suppress(OSError):
+            ws.trees.rmdir()  # and no empty folder of trees either
+        _raise_named(exc, tree)
+        raise
+    result.tree = tree
+    return BaseTree(tree, source.kind), result
 
-    A tree that already holds this series on this base is reused. If the contributor changed it since (uncommitted
-    changes, other commits, another branch), it is left as it is and reported as ``local``: it is what will be
-    tested, and it is not patches/. Re-applying over work that is not in patches/ is refused unless ``discard``,
-    which first backs that work up (see :mod:`patchseries.treestate`).
+
+def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log) -> Path:
+    """A new tree for a person to change the series in: base + series on branch ``series``, then theirs.
+
+    It is made once and never written by the tool again (``export`` only reads it): an existing one is refused.
     """
+    tree = ws.workdir / EDIT_DIR / source.tree_name
+    if tree.exists() or tree.is_symlink():
+        raise SeriesError(
+            f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it (python -m "
+            "patchseries export --tree ...), or move it away to make a fresh one"
+        )
+    building = building_path(tree)
+    try:
+        base = build_base(ws, pin, source, building, log)
+        apply_series(base, patches, pin, log)
+        building.rename(tree)
+    except BaseException as exc:
+        remove(building)
+        _raise_named(exc, tree)
+        raise
+    log(f"made {tree}: branch {SERIES_BRANCH} is the series on branch base; change it there (git rebase -i base), "
+        "then export it")  # fmt: skip
+    return tree
+
+
+def _raise_named(exc: BaseException, tree: Path) -> None:
+    """A failed write names no file (a full disk): name the tree being built, whose disk to check."""
+    if isinstance(exc, OSError) and exc.filename is None and not isinstance(exc, shutil.Error):
+        raise OSError(exc.errno, exc.strerror or str(exc), str(tree)) from exc
+
+
+def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> ApplyResult:
+    """Apply ``patches`` on branch ``series`` of the fresh repository ``base``; raise if one does not apply."""
     repo = base.path
-    recover_interrupted(repo)
-    marker = git_path(repo, _MARKER)
-    recorded = _read_marker(marker)
-    wanted = (fingerprint(patches), base.base_commit)
-    known = [BASE_BRANCH, *([recorded[2]] if recorded else [])]
-    state = inspect_tree(repo, SERIES_BRANCH, known, {p.path.read_text(errors=ENCODING_ERRORS) for p in patches})
-    if recorded and recorded[:2] == wanted:
-        if state.head == recorded[2] and not state.uncommitted:
-            log(f"series already applied on {repo} ({state.where}); reusing it")
-            return ApplyResult(tree=repo, head=state.head, reused=True, where=state.where)
-        if not discard:
-            local = _local_description(state, recorded[2])
-            log(f"tree: local changes, not patches/ ({local}): left as it is; export them to make them the "
-                "series, or re-run with --discard to back them up and re-apply patches/")  # fmt: skip
-            return ApplyResult(tree=repo, head=state.head, local=local, where=state.where)
-    _refuse_a_branch_held_by_a_linked_worktree(repo)
     result = ApplyResult(tree=repo, head="")
-    if state.has_work:
-        if not discard:
-            raise SeriesError(
-                f"{repo} has {state.describe()}, which re-applying patches/ would lose; commit and export them "
-                "first (python -m patchseries export), or re-run with --discard to back them up and re-apply"
-            )
-        result.backups = back_up(repo, state, SERIES_BRANCH)
-        for backup in result.backups:
-            log(f"backed up {backup}")
-    # where a refused series returns the tree: what it was on, not `base` (which the next run would call local work)
-    previous = git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=repo, check=False).stdout.strip()
-    previous = previous or out("rev-parse", "HEAD", cwd=repo)
-    git("checkout", "--quiet", "--force", "-B", _WIP_BRANCH, BASE_BRANCH, cwd=repo)
+    git("checkout", "--quiet", "-b", SERIES_BRANCH, BASE_REF, cwd=repo)
     for patch in patches:
         excludes = excluded_paths(base, patch, pin)
         if excludes:
@@ -88,12 +123,10 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log, disca
             log(f"{patch.name}: already present in the base, skipped")
             result.already_present.append(patch.name)
             continue
-        _am(repo, patch, options, previous)
+        _am(repo, patch, options)
         result.applied.append(patch.name)
         log(f"applied {patch.name}")
-    git("branch", "--quiet", "-M", SERIES_BRANCH, cwd=repo)
     result.head = out("rev-parse", "HEAD", cwd=repo)
-    write_file(marker, f"{wanted[0]} {wanted[1]} {result.head}\n")  # in one rename: never left empty
     return result
 
 
@@ -110,67 +143,16 @@ def excluded_paths(base: BaseTree, patch: Patch, pin: Pin) -> list[str]:
     ]
 
 
-def recover_interrupted(repo: Path) -> None:
-    """Undo what an interrupted run left on the tool's work branch (a stopped ``git am``), so a re-run starts clean.
-
-    Only the tool's own branch ``series-wip`` is touched; a rebase or ``git am`` of the contributor's is left alone.
-    """
-    branch = git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=repo, check=False).stdout.strip()
-    _refuse_a_persons_wip_branch(repo, on_it=branch == _WIP_BRANCH)
-    if branch == _WIP_BRANCH:
-        if git_path(repo, "rebase-apply").exists():
-            abort_am(repo)
-        series = git("rev-parse", "--verify", "--quiet", SERIES_BRANCH, cwd=repo, check=False).returncode == 0
-        git("checkout", "--quiet", "--force", SERIES_BRANCH if series else BASE_BRANCH, cwd=repo)
-    git("branch", "--quiet", "-D", _WIP_BRANCH, cwd=repo, check=False)
-
-
-def _refuse_a_branch_held_by_a_linked_worktree(repo: Path) -> None:
-    """Re-applying moves ``series``: not while a linked worktree, whose edits the tool does not see, has it out."""
-    current = str(repo.resolve())
-    blocks = out("worktree", "list", "--porcelain", cwd=repo).split("\n\n")
-    for block in blocks:
-        fields = dict(line.partition(" ")[::2] for line in block.splitlines())
-        held = fields.get("branch", "").removeprefix("refs/heads/")
-        if held in (SERIES_BRANCH, _WIP_BRANCH) and str(Path(fields.get("worktree", "")).resolve()) != current:
-            raise SeriesError(
-                f"{repo}: branch {held} is checked out in the linked worktree {fields['worktree']}, whose work "
-                "re-applying the series would not see; check out another branch there or remove it (git worktree "
-                "remove), and re-run: nothing was changed"
-            )
-
-
-def _refuse_a_persons_wip_branch(repo: Path, on_it: bool) -> None:
-    """``series-wip`` is the tool's only while it holds nothing but the tool's commits (and, checked out, no edits)."""
-    if git("rev-parse", "--verify", "--quiet", _WIP_BRANCH, cwd=repo, check=False).returncode != 0:
-        return
-    committers = set(out("log", "--format=%ce", f"{BASE_BRANCH}..{_WIP_BRANCH}", cwd=repo).split())
-    work = [f"commits by {', '.join(sorted(committers - {TOOL_IDENTITY['GIT_COMMITTER_EMAIL']}))}"]
-    if committers <= {TOOL_IDENTITY["GIT_COMMITTER_EMAIL"]}:
-        work = []
-    if on_it and not git_path(repo, "rebase-apply").exists() and uncommitted_files(repo):  # not a stopped `git am`'s
-        work.append("uncommitted edits")
-    if work:
-        what = ", ".join(work)
-        raise SeriesError(
-            f"{repo}: branch {_WIP_BRANCH} holds work that is not the tool's ({what}); rename it (git branch -m "
-            f"{_WIP_BRANCH} NAME), commit or stash the edits, and re-run: nothing was changed"
-        )
-
-
-def _am(repo: Path, patch: Patch, options: list[str], previous: str) -> None:
+def _am(repo: Path, patch: Patch, options: list[str]) -> None:
+    # no hooks: a person's global core.hooksPath must not veto or rewrite the tool's commits
     proc = git(
-        "am", "--3way", "--committer-date-is-author-date", *options, patch.path,
+        "-c", "core.hooksPath=/dev/null", "am", "--3way", "--committer-date-is-author-date", *options, patch.path,
         cwd=repo, env=TOOL_IDENTITY, check=False,
     )  # fmt: skip
     if proc.returncode == 0:
         return
-    files = failed_files(repo, proc)
-    abort_am(repo)
-    git("checkout", "--quiet", "--force", previous, cwd=repo)
-    git("branch", "--quiet", "-D", _WIP_BRANCH, cwd=repo, check=False)
-    where = ", ".join(files) if files else "see `git am` output"
-    raise SeriesError(f"{patch.name} does not apply: {where}; nothing was applied and the tree is as it was")
+    where = ", ".join(failed_files(repo, proc)) or "see `git am` output"
+    raise SeriesError(f"{patch.name} does not apply: {where}; nothing was applied and no tree was changed")
 
 
 def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
@@ -181,22 +163,8 @@ def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str
 
 
 def abort_am(repo: Path) -> None:
-    """Abort a stopped ``git am``; if aborting fails (e.g. an object is missing), drop its state instead."""
+    """Abort a stopped ``git am`` in a scratch clone; if aborting fails (e.g. an object is missing), drop its state."""
     git("am", "--abort", cwd=repo, check=False)
     if git_path(repo, "rebase-apply").exists():
         git("am", "--quit", cwd=repo, check=False)
         git("reset", "--quiet", "--hard", cwd=repo, check=False)
-
-
-def _read_marker(marker: Path) -> tuple[str, str, str] | None:
-    """``(series fingerprint, base commit, head)`` the tool last applied, or None (none yet, or an older format)."""
-    fields = marker.read_text().split() if marker.is_file() else []
-    return (fields[0], fields[1], fields[2]) if len(fields) == 3 else None
-
-
-def _local_description(state: TreeState, applied_head: str) -> str:
-    """What makes the tree differ from the series the tool applied."""
-    parts = [state.describe()] if state.has_work else []
-    if state.head != applied_head and not (state.unexported and state.branch == SERIES_BRANCH):
-        parts.append(f"HEAD is {state.where}, not the applied series")
-    return ", ".join(parts)

@@ -1,9 +1,9 @@
 """Get the pinned base as a git repository: from the PyPI sdist, a user's checkout, or an upstream clone.
 
-Every source ends the same way: a repository under the work directory whose branch ``base`` is the pinned
-release. The user's own checkout is only ever read (it is cloned with ``--shared``), never modified. A repository
-that exists is never deleted or re-cloned: when the base it should have changes, only its branch ``base`` moves, so
-branch ``series`` and a contributor's work in the tree stay (see :mod:`patchseries.apply` for re-applying).
+:func:`resolve_source` says where the base comes from, checking what it can before anything is made (a checkout must
+be clean and at the pinned tag or commit). :func:`build_base` then makes a fresh repository whose only branch,
+``base``, is the pinned release, in a folder of the tool's (see :mod:`patchseries.trees`). The user's own checkout is
+only ever read (the new repository borrows its objects, as ``git clone --shared`` does), never modified.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from patchseries.interrupts import stage
 from patchseries.paths import Workspace, partial_path, remove
 from patchseries.pin import Pin
 from patchseries.progress import Log
+from patchseries.trees import remove_tool_worktree
 
 BASE_BRANCH = "base"
+BASE_REF = f"refs/heads/{BASE_BRANCH}"  # never a tag or remote ref of the same name
 # Files that building or installing the tree creates; ignored so that they never make the tree look modified.
 BUILD_ARTIFACTS = ("*.egg-info/", "__pycache__/", "build/", ".pytest_cache/", ".coverage*", "coverage.xml")
 
@@ -39,7 +41,7 @@ class BaseTree:
 
     @property
     def base_commit(self) -> str:
-        return out("rev-parse", BASE_BRANCH, cwd=self.path)
+        return out("rev-parse", BASE_REF, cwd=self.path)
 
     @property
     def has_upstream_tests(self) -> bool:
@@ -47,38 +49,94 @@ class BaseTree:
 
         Asked of the commit, not the work tree, where the series' tests and the harness also live.
         """
-        return git("cat-file", "-e", f"{BASE_BRANCH}:tests", cwd=self.path, check=False).returncode == 0
+        return git("cat-file", "-e", f"{BASE_REF}:tests", cwd=self.path, check=False).returncode == 0
 
 
-def sdist_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
-    """The base built from the pinned sdist: the same commit id on every machine."""
+@dataclass(frozen=True)
+class BaseSource:
+    """Where a run's base comes from, resolved before anything is made."""
+
+    kind: str  # "sdist", "checkout" or "git"
+    tree_name: str  # the tool's tree for this base: <workdir>/trees/<tree_name>
+    key: str  # recorded in the tree (patchseries.trees.Record.source): a tree is reused only for the same key
+    location: str = ""  # the checkout's path or the clone URL
+    ref: str = ""  # the commit (checkout, git at a commit) or tag (git) to build from
+
+
+def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool, force_base: bool) -> BaseSource:
+    """The base a run uses; a checkout that is not clean or not at the pinned tag (or commit) is refused here."""
+    if checkout is not None:
+        path, head = _checked_checkout(pin, checkout, force_base)
+        name = f"checkout-{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
+        return BaseSource("checkout", name, f"checkout {path} {head}", str(path), head)
+    if use_git:
+        ref = pin.commit or pin.tag
+        return BaseSource("git", f"git-{pin.commit[:12] or pin.tag}", f"git {pin.git_url} {ref}", pin.git_url, ref)
     if not pin.has_sdist:
         raise SeriesError(
             f"this series is pinned to upstream commit {pin.commit[:12]}, which no sdist ships; pass --checkout PATH "
             "(an upstream clone that has it) or --git"
         )
-    tree = ws.trees / f"sdist-{pin.version}"
-    if _usable(tree, pin.base_commit) and _made_from(tree, pin.sdist_sha256):
-        return BaseTree(tree, "sdist")
-    archive = download_sdist(ws, pin, log)
-    log(f"making the base repository from {archive.name}")
-    building = partial_path(tree)
-    remove(building)
+    return BaseSource("sdist", f"sdist-{pin.version}", f"sdist {pin.sdist_sha256}")
+
+
+def build_base(ws: Workspace, pin: Pin, source: BaseSource, dest: Path, log: Log) -> BaseTree:
+    """Make a fresh repository at ``dest`` (which must not exist) with branch ``base`` checked out and no other ref."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if source.kind == "sdist":
+        archive = download_sdist(ws, pin, log)
+        log(f"making the base repository from {archive.name}")
+        _build_base(ws, pin, archive, dest)
+    elif source.kind == "checkout":
+        log(f"cloning {source.location} at {source.ref[:12]} (shared, read-only for the original)")
+        _clone(dest, source.location, ["--shared", "--no-checkout"], source.ref)
+    elif pin.commit:
+        log(f"cloning {pin.git_url} at {pin.commit[:12]}")
+        # a full clone: an unreleased commit cannot be fetched shallowly by name from every host
+        _clone(dest, pin.git_url, ["--no-checkout"], pin.commit, network=True)
+    else:
+        log(f"cloning {pin.git_url} at tag {pin.tag}")
+        _clone(dest, pin.git_url, ["--depth", "1", "--branch", pin.tag, "--no-checkout"], "HEAD", network=True)
+    return BaseTree(dest, source.kind)
+
+
+def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path, str]:
+    """The checkout's resolved path and the commit to use, refusing a checkout that is not clean or not pinned."""
+    checkout = checkout.resolve()
+    if not (checkout / ".git").exists():
+        raise SeriesError(f"--checkout {checkout} is not a git checkout")
+    if not gitcmd.is_clean(checkout):
+        raise SeriesError(f"--checkout {checkout} has uncommitted changes; commit or stash them first")
+    if git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=checkout, check=False).returncode != 0:
+        wanted = f"the commit {pin.commit[:12]}" if pin.commit else f"the tag {pin.tag}"
+        raise SeriesError(f"--checkout {checkout} has no commits; pass a clone of upstream that has {wanted}")
+    head = out("rev-parse", "HEAD", cwd=checkout)
+    if pin.commit:  # a series against an upstream commit: use that commit of the clone, wherever HEAD is
+        return checkout, head if force_base else _pinned_commit(checkout, pin.commit)
+    tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=checkout, check=False)
+    tag_commit = tagged.stdout.strip()
+    if head != tag_commit and not force_base:
+        where = f"tag {pin.tag} is {tag_commit[:12]}" if tag_commit else f"it has no tag {pin.tag}"
+        raise SeriesError(
+            f"--checkout {checkout} is at {head[:12]}, but {where}; check out {pin.tag} or pass --force-base"
+        )
+    return checkout, head
+
+
+def _clone(dest: Path, source: str, options: list[str], commit: str, network: bool = False) -> None:
+    """Clone ``source`` into ``dest`` and keep only branch ``base`` at ``commit``: no remote, tag or other branch."""
     try:
-        commit = _build_base(ws, pin, archive, building)
-        if _is_repository(tree):
-            _move_base(tree, str(building), BASE_BRANCH, commit, log)
-            remove(building)
-        else:
-            _refuse_what_it_did_not_make(tree)
-            building.rename(tree)
-    except BaseException as exc:
-        remove(building)  # a half-made base (a full disk, a git failure, an interrupt) is never left behind
-        if isinstance(exc, OSError) and exc.filename is None and not isinstance(exc, shutil.Error):
-            # a write that failed (a full disk) names no file: name the tree being built, whose disk to check
-            raise OSError(exc.errno, exc.strerror or str(exc), str(tree)) from exc
+        git("clone", "--quiet", *options, source, dest)
+    except SeriesError as exc:
+        if network:
+            raise SeriesError(f"cannot clone {source} (is it reachable from here?): {exc}") from None
         raise
-    return BaseTree(tree, "sdist")
+    git("checkout", "--quiet", "-B", BASE_BRANCH, commit, cwd=dest)
+    git("remote", "remove", "origin", cwd=dest, check=False)
+    others = [ref for ref in out("for-each-ref", "--format=%(refname)", cwd=dest).splitlines() if ref != BASE_REF]
+    if others:
+        git("update-ref", "--stdin", cwd=dest, stdin="".join(f"delete {ref}\n" for ref in others))
+    add_excludes(dest, BUILD_ARTIFACTS)
 
 
 def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
@@ -139,37 +197,6 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
     return target
 
 
-def checkout_base(ws: Workspace, pin: Pin, checkout: Path, force_base: bool, log: Log) -> BaseTree:
-    """A private clone of the user's checkout, which must be clean and at the pinned tag unless forced."""
-    checkout = checkout.resolve()
-    if not (checkout / ".git").exists():
-        raise SeriesError(f"--checkout {checkout} is not a git checkout")
-    if not gitcmd.is_clean(checkout):
-        raise SeriesError(f"--checkout {checkout} has uncommitted changes; commit or stash them first")
-    if git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=checkout, check=False).returncode != 0:
-        wanted = f"the commit {pin.commit[:12]}" if pin.commit else f"the tag {pin.tag}"
-        raise SeriesError(f"--checkout {checkout} has no commits; pass a clone of upstream that has {wanted}")
-    head = out("rev-parse", "HEAD", cwd=checkout)
-    if pin.commit:  # a series against an upstream commit: use that commit of the clone, wherever HEAD is
-        head = head if force_base else _pinned_commit(checkout, pin.commit)
-    else:
-        tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=checkout, check=False)
-        tag_commit = tagged.stdout.strip()
-        if head != tag_commit and not force_base:
-            where = f"tag {pin.tag} is {tag_commit[:12]}" if tag_commit else f"it has no tag {pin.tag}"
-            raise SeriesError(
-                f"--checkout {checkout} is at {head[:12]}, but {where}; check out {pin.tag} or pass --force-base"
-            )
-    tree = ws.trees / f"checkout-{hashlib.sha256(str(checkout).encode()).hexdigest()[:8]}"
-    if _usable(tree, head):
-        return BaseTree(tree, "checkout")
-    if _is_repository(tree):
-        _move_base(tree, str(checkout), head, head, log)
-        return BaseTree(tree, "checkout")
-    log(f"cloning {checkout} at {head[:12]} (shared, read-only for the original)")
-    return _clone(tree, str(checkout), ["--shared", "--no-checkout"], head, "checkout")
-
-
 def _pinned_commit(checkout: Path, commit: str) -> str:
     if git("cat-file", "-e", f"{commit}^{{commit}}", cwd=checkout, check=False).returncode != 0:
         raise SeriesError(
@@ -177,102 +204,6 @@ def _pinned_commit(checkout: Path, commit: str) -> str:
             "pass --force-base to use the clone's HEAD instead"
         )
     return commit
-
-
-def git_base(ws: Workspace, pin: Pin, log: Log) -> BaseTree:
-    """A shallow clone of upstream at the pinned tag (or a full clone at the pinned commit)."""
-    if pin.commit:
-        tree = ws.trees / f"git-{pin.commit[:12]}"
-        if _is_repository(tree):
-            if not _usable(tree, pin.commit):
-                raise SeriesError(
-                    f"{tree} has no branch {BASE_BRANCH} at {pin.commit[:12]}; restore it (git -C {tree} branch -f "
-                    f"{BASE_BRANCH} {pin.commit}), or move the tree away (it may hold your work) and re-run"
-                )
-            return BaseTree(tree, "git")
-        log(f"cloning {pin.git_url} at {pin.commit[:12]}")
-        try:  # a full clone: an unreleased commit cannot be fetched shallowly by name from every host
-            return _clone(tree, pin.git_url, ["--no-checkout"], pin.commit, "git")
-        except SeriesError as exc:
-            raise SeriesError(f"cannot clone {pin.git_url} (is GitHub reachable from here?): {exc}") from None
-    tree = ws.trees / f"git-{pin.tag}"
-    if _is_repository(tree):
-        if not _usable(tree, ""):
-            raise SeriesError(
-                f"{tree} has no branch {BASE_BRANCH}; restore it (git -C {tree} branch {BASE_BRANCH} {pin.tag}), "
-                "or move the tree away (it may hold your work) and re-run"
-            )
-        return BaseTree(tree, "git")
-    log(f"cloning {pin.git_url} at tag {pin.tag}")
-    try:
-        return _clone(tree, pin.git_url, ["--depth", "1", "--branch", pin.tag, "--no-checkout"], "HEAD", "git")
-    except SeriesError as exc:
-        raise SeriesError(f"cannot clone {pin.git_url} at {pin.tag} (is GitHub reachable from here?): {exc}") from None
-
-
-def _clone(tree: Path, source: str, options: list[str], commit: str, kind: str) -> BaseTree:
-    _refuse_what_it_did_not_make(tree)
-    building = partial_path(tree)
-    remove(building)
-    tree.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        git("clone", "--quiet", *options, source, building)
-        git("checkout", "--quiet", "-B", BASE_BRANCH, commit, cwd=building)
-    except SeriesError:
-        remove(building)
-        raise
-    add_excludes(building, BUILD_ARTIFACTS)
-    building.rename(tree)
-    return BaseTree(tree, kind)
-
-
-def _refuse_what_it_did_not_make(tree: Path) -> None:
-    """A tree folder without a repository (its ``.git`` moved or deleted) may hold a person's files: never remove it."""
-    if tree.is_symlink() or (tree.exists() and (not tree.is_dir() or any(tree.iterdir()))):
-        raise SeriesError(
-            f"{tree} exists but is no git repository this tool can read (its .git is missing); it may hold your work: "
-            "move it away, or restore its .git, and re-run"
-        )
-    if tree.exists():
-        tree.rmdir()  # empty: nothing of anyone's is in it
-
-
-def _is_repository(tree: Path) -> bool:
-    """Whether ``tree`` is a repository made by an earlier run (which may hold a contributor's work)."""
-    if not (tree / ".git").exists():
-        return False
-    if git("rev-parse", "--git-dir", cwd=tree, check=False).returncode != 0:
-        raise SeriesError(f"{tree} is not a readable git repository; move it away (it may hold your work) and re-run")
-    return True
-
-
-def _move_base(tree: Path, source: str, ref: str, commit: str, log: Log) -> None:
-    """Point branch ``base`` of an existing tree at ``commit`` (fetched from ``source``), keeping everything else."""
-    git("fetch", "--quiet", "--no-tags", source, ref, cwd=tree)
-    fetched = out("rev-parse", "FETCH_HEAD", cwd=tree)
-    if fetched != commit:
-        raise SeriesError(f"{source} moved while it was read ({ref} is {fetched[:12]}, not {commit[:12]}); re-run")
-    if git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=tree, check=False).stdout.strip() == BASE_BRANCH:
-        git("checkout", "--quiet", "--detach", cwd=tree)  # the work tree stays as it is
-    old = git("rev-parse", "--verify", "--quiet", BASE_BRANCH, cwd=tree, check=False).stdout.strip()
-    git("branch", "--quiet", "--force", BASE_BRANCH, commit, cwd=tree)
-    log(f"moved branch {BASE_BRANCH} of {tree} from {old[:12] or 'nothing'} to {commit[:12]}; "
-        "branch series and the work tree are kept")  # fmt: skip
-
-
-def _made_from(tree: Path, sha256: str) -> bool:
-    """Whether the base of ``tree`` was made from the sdist with this digest, which its commit message records: the
-    pinned sha256 is checked on every run, not only when the sdist is downloaded."""
-    message = git("log", "-1", "--format=%B", BASE_BRANCH, cwd=tree, check=False).stdout
-    return f"sha256: {sha256}" in message.splitlines()
-
-
-def _usable(tree: Path, expected_commit: str) -> bool:
-    """Whether ``tree`` is a complete base repository (its ``base`` branch at the expected commit)."""
-    if not (tree / ".git").is_dir():
-        return False
-    found = git("rev-parse", "--verify", "--quiet", BASE_BRANCH, cwd=tree, check=False).stdout.strip()
-    return bool(found) and (not expected_commit or found == expected_commit)
 
 
 def _init_fixed_commit(path: Path, pin: Pin) -> None:
@@ -310,11 +241,9 @@ def _sha256(path: Path) -> str:
 
 
 def base_worktree(ws: Workspace, repo: Path, suffix: str = "base") -> Path:
-    """A worktree of ``repo``'s base commit next to it (objects shared, nothing copied), reset on every call."""
+    """A worktree of ``repo``'s base commit beside it (objects shared, nothing copied), made fresh on every call; an
+    existing one is removed first only while it is a clean worktree of ``repo``, and refused otherwise."""
     worktree = ws.trees / f"{repo.name}-{suffix}"
-    git("worktree", "prune", cwd=repo)
-    if not (worktree / ".git").exists():
-        remove(worktree)
-        git("worktree", "add", "--quiet", "--force", "--detach", worktree, BASE_BRANCH, cwd=repo)
-    git("checkout", "--quiet", "--force", "--detach", BASE_BRANCH, cwd=worktree)
+    remove_tool_worktree(repo, worktree)
+    git("worktree", "add", "--quiet", "--detach", worktree, BASE_REF, cwd=repo)
     return worktree

@@ -41,13 +41,13 @@ _MAX_ERROR = 1000  # characters of an error line; a longer message keeps its sta
 DESCRIPTION = """\
 Apply the patch series in patches/ to the pinned PyTorch Lightning release, test it, and maintain it.
 
-The main job is `patchseries test` (scripts/apply_and_test.sh). Contributors change a patch by editing branch
-`series` of the tree it applies to (under the work directory) and running `patchseries export`.
+The main job is `patchseries test` (scripts/apply_and_test.sh). Contributors change a patch in a tree of their own:
+`patchseries edit` makes one (base + series on branch `series`), then edit its branch and run `patchseries export`.
 """
 EPILOG = f"""\
 work directory: --workdir, else ${WORKDIR_ENV}, else .work/ beside patches/; one run at a time in each.
-A tree with uncommitted changes or commits not in patches/ is never re-applied over unless you pass --discard,
-which first backs them up (a git stash entry, refs/patchseries/backup/<time>) and prints where.
+The tool's trees (work directory, trees/) are built fresh per base and series; one that is not exactly as the tool
+built it (an edit, a commit, another branch, a moved .git) is left as it is and the run stops, naming it.
 exit status: 0 ok, 1 tests failed or drift found, 2 bad input or refused, 5 no test ran, 130 interrupted.
 """
 TEST_DESCRIPTION = """\
@@ -55,9 +55,9 @@ The main job, in five stages: read the pin and the series; get the base (the PyP
 apply the series on branch `series` of the tree; make or reuse an environment with torch and the tree installed
 (minutes the first time); run the series' tests with coverage. A summary ends the output.
 
-A tree that holds this series but that you changed since (uncommitted edits, new commits) is tested as it is, and the
-summary says `tree: local changes, not patches/`. If patches/ changed as well, the run stops instead of overwriting
-your work: export it, or pass --discard.
+The tree is the tool's: built fresh for this base and series, reused while it is exactly as built. One that you
+changed (uncommitted edits, commits, another branch) is never rewritten: the run stops and names it. To test a change,
+edit it in a tree of your own (`patchseries edit`), export it, and run the main job.
 """
 
 
@@ -177,9 +177,12 @@ def _one_line(message: str) -> str:
 
 def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import pipeline
+    from patchseries.apply import tool_tree
 
-    pin, _ = pipeline.load(ws)
-    tree = pipeline.get_base(ws, pin, _choice(args), make_log())
+    pin, patches = pipeline.load(ws)
+    source = pipeline.get_source(ws, pin, _choice(args))
+    ws.workdir.mkdir(parents=True, exist_ok=True)
+    tree, _ = tool_tree(ws, pin, patches, source, make_log())
     print(tree.path)
     return 0
 
@@ -187,8 +190,19 @@ def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_apply(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import pipeline
 
-    prepared = pipeline.prepare(ws, _choice(args), make_log(), discard=args.discard)
+    prepared = pipeline.prepare(ws, _choice(args), make_log())
     print(prepared.base.path)
+    return 0
+
+
+def cmd_edit(args: argparse.Namespace, ws: Workspace) -> int:
+    from patchseries import pipeline
+    from patchseries.apply import edit_tree
+
+    pin, patches = pipeline.load(ws)
+    source = pipeline.get_source(ws, pin, _choice(args))
+    tree = edit_tree(ws, pin, patches, source, make_log())
+    print(tree)
     return 0
 
 
@@ -196,9 +210,8 @@ def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import pipeline
 
     result = pipeline.run_main_job(
-        ws, _choice(args), args.torch, make_log(), installer=args.installer, pytest_args=tuple(args.pytest_args),
-        discard=args.discard,
-    )  # fmt: skip
+        ws, _choice(args), args.torch, make_log(), installer=args.installer, pytest_args=tuple(args.pytest_args)
+    )
     print(pipeline.summary(result))
     return result.exit_status
 
@@ -209,7 +222,7 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     tree = (args.tree or _default_tree(ws)).resolve()
     if not (tree / ".git").exists():
         raise SeriesError(
-            f"there is no tree to export at {tree}; run `python -m patchseries apply` to make it, or pass --tree"
+            f"there is no tree to export at {tree}; make one to edit with `python -m patchseries edit`, or pass --tree"
         )
     lacks = load_pin(ws.pin_file).sdist_lacks
     names = export_series(
@@ -227,13 +240,11 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
 
 def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import pipeline
-    from patchseries.base import sdist_base
 
-    log = make_log()
     pin, patches = pipeline.load(ws)
     if args.onto:
         return _check_onto(args, pin, patches)
-    status = _drift(args, ws.patches, pin, patches, lambda: sdist_base(ws, pin, log).path)
+    status = _drift(args, ws.patches, pin, patches, lambda: _sdist_tree(ws, pin, patches))
     forward_dir = ws.patches / FORWARD_DIR
     if (forward_dir / "series").is_file():  # a release series with its forward series: check both
         forward_pin, forward_patches = load_pin(forward_dir / "base.toml"), read_series(forward_dir / "series")
@@ -384,7 +395,20 @@ def _choice(args: argparse.Namespace) -> BaseChoice:
 
 
 def _default_tree(ws: Workspace) -> Path:
-    return ws.trees / f"sdist-{load_pin(ws.pin_file).version}"
+    """The tree ``edit`` makes on the sdist base: what ``export`` reads unless told another."""
+    from patchseries.apply import EDIT_DIR
+
+    return ws.workdir / EDIT_DIR / f"sdist-{load_pin(ws.pin_file).version}"
+
+
+def _sdist_tree(ws: Workspace, pin: Pin, patches: list[Patch]) -> Path:
+    """The tool's tree on the sdist base, whose branch ``base`` a drift check compares against."""
+    from patchseries.apply import tool_tree
+    from patchseries.base import resolve_source
+
+    ws.workdir.mkdir(parents=True, exist_ok=True)
+    tree, _ = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), make_log())
+    return tree.path
 
 
 def _directory(value: str) -> Path:
@@ -407,21 +431,20 @@ def _parser() -> argparse.ArgumentParser:
     base.add_argument("--checkout", type=_directory, metavar="PATH", help="use an upstream clone (read-only) as base")
     base.add_argument("--git", action="store_true", help="clone upstream at the pinned tag as the base")
     base.add_argument("--force-base", action="store_true", help="accept a --checkout that is not at the pinned tag")
-    safety = _Parser(add_help=False)
-    safety.add_argument(
-        "--discard", action="store_true", help="re-apply patches/ over uncommitted changes and commits not in "
-        "patches/, after backing them up (git stash, refs/patchseries/backup/)",
-    )  # fmt: skip
 
     parser = _Parser(prog="patchseries", description=DESCRIPTION, epilog=EPILOG, formatter_class=raw)
     parser.add_argument("--version", action="version", version=f"patchseries {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    fetch = sub.add_parser("fetch", parents=[common, base], help="get the pinned base")
+    fetch = sub.add_parser("fetch", parents=[common, base], help="get the pinned base (the tool's tree, as apply)")
     fetch.set_defaults(handler=cmd_fetch)
-    apply = sub.add_parser("apply", parents=[common, base, safety], help="apply the series (branch series of the tree)")
+    apply = sub.add_parser("apply", parents=[common, base], help="the tool's tree: base + series on branch series")
     apply.set_defaults(handler=cmd_apply)
+    edit = sub.add_parser(
+        "edit", parents=[common, base], help="make a tree of your own to change the series in (export reads it)"
+    )
+    edit.set_defaults(handler=cmd_edit)
     test = sub.add_parser(
-        "test", parents=[common, base, safety], help="the main job: apply, install, run the series' tests",
+        "test", parents=[common, base], help="the main job: apply, install, run the series' tests",
         prog=os.environ.get(PROG_ENV, "patchseries test"), description=TEST_DESCRIPTION, formatter_class=raw,
         epilog=f"pytest arguments go after --, e.g. -- -x -k toggle\nenvironment: {WORKDIR_ENV}  the work directory "
         "when --workdir is not given",
@@ -431,7 +454,7 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments, after --")
     test.set_defaults(handler=cmd_test)
     export = sub.add_parser("export", parents=[common], help="regenerate patches/ from a branch")
-    export.add_argument("--tree", type=_directory, help="the repository to export from (default: the sdist tree)")
+    export.add_argument("--tree", type=_directory, help="the repository to export from (default: edit's sdist tree)")
     export.add_argument("--branch", default="series", help="the branch to export (default: series)")
     export.add_argument(
         "--drop-missing", action="store_true", help="allow dropping hunks for upstream files the tree's base lacks "

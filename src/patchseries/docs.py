@@ -15,7 +15,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from patchseries.base import BASE_BRANCH, base_worktree
+from patchseries.base import BASE_REF, base_worktree
 from patchseries.environment import Environment
 from patchseries.gitcmd import out
 from patchseries.paths import Workspace
@@ -40,7 +40,7 @@ _WARNING = re.compile(r"^(?P<path>[^:\s]+\.rst)(?::\d+)?: (?P<level>WARNING|ERRO
 def changed_pages(tree: Path) -> list[str]:
     """The ``docs/**.rst`` files the tree adds or changes against the base, uncommitted edits included (they are
     what the job tests)."""
-    changed = out("diff", "--name-only", "--diff-filter=AM", BASE_BRANCH, "--", "docs", cwd=tree).splitlines()
+    changed = out("diff", "--name-only", "--diff-filter=AM", BASE_REF, "--", "docs", cwd=tree).splitlines()
     changed += out("ls-files", "--others", "--exclude-standard", "--", "docs", cwd=tree).splitlines()
     return sorted({path for path in changed if path.endswith(".rst")})
 

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries.atomic import commit_rewrite, discard_uncommitted, start_rewrite
-from patchseries.base import BASE_BRANCH
+from patchseries.base import BASE_REF
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files
 from patchseries.interrupts import stage
 from patchseries.series import Patch, file_sections, parse_patch, read_series, section_path
+from patchseries.trees import refuse_operation_in_progress
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (
@@ -43,7 +44,7 @@ def export_series(
     repo: Path,
     patches_dir: Path,
     branch: str,
-    base: str = BASE_BRANCH,
+    base: str = BASE_REF,
     lacks: tuple[str, ...] = (),
     drop_lacking: bool = False,
     author: str | None = None,
@@ -66,29 +67,30 @@ def export_series(
     Relative paths are taken from the current directory (git runs in ``repo``, where they would mean other folders).
     An export that makes no patch over a ``series`` that lists some is refused: it would only delete the series.
     """
-    from patchseries.treestate import refuse_operation_in_progress  # here: treestate imports this module
-
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     # a stopped `git rebase -i` has not moved the branch yet: exporting now would write the old series as the new one
     refuse_operation_in_progress(repo)
+    label, branch = branch, branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
+    base_label = base.removeprefix("refs/heads/")
     dirty = uncommitted_files(repo)
     if dirty:
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
         raise SeriesError(
-            f"{repo} has uncommitted changes ({shown}), which export would leave out; commit them on {branch} "
-            f"(git commit, or git commit --fixup and git rebase -i --autosquash {base}) or stash them, then export"
+            f"{repo} has uncommitted changes ({shown}), which export would leave out; commit them on {label} "
+            f"(git commit, or git commit --fixup and git rebase -i --autosquash {base_label}) or stash them, then "
+            "export"
         )
     if git("rev-parse", "--verify", "--quiet", branch, cwd=repo, check=False).returncode != 0:
-        raise SeriesError(f"{repo} has no branch {branch!r}; run `patchseries apply` first, or pass --branch")
+        raise SeriesError(f"{repo} has no branch {label!r}; make a tree with `patchseries edit`, or pass --branch")
     if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=repo, check=False).returncode != 0:
         raise SeriesError(
-            f"{repo} has no branch {base!r} to export the series against; export from a tree that `python -m "
-            "patchseries apply` made (its branch base is the pinned release)"
+            f"{repo} has no branch {base_label!r} to export the series against; export from a tree that `python -m "
+            "patchseries edit` made (its branch base is the pinned release)"
         )
     if out("rev-list", "--merges", f"{base}..{branch}", cwd=repo):
-        raise SeriesError(f"{base}..{branch} contains merge commits; a patch series must be linear (rebase it)")
+        raise SeriesError(f"{base_label}..{label} contains merge commits; a patch series must be linear (rebase it)")
     if not out("rev-list", f"{base}..{branch}", cwd=repo):
-        raise SeriesError(f"branch {branch!r} has no commits on top of {base!r}; nothing to export")
+        raise SeriesError(f"branch {label!r} has no commits on top of {base_label!r}; nothing to export")
     staging = start_rewrite(patches_dir)
     try:
         with tempfile.TemporaryDirectory(prefix="patchseries-export-") as tmp:
@@ -102,7 +104,7 @@ def export_series(
         listed = listed_names(patches_dir / "series")
         if not names and listed:
             raise SeriesError(
-                f"export of {base}..{branch} of {repo} made no patch, while {patches_dir / 'series'} lists "
+                f"export of {base_label}..{label} of {repo} made no patch, while {patches_dir / 'series'} lists "
                 f"{len(listed)} ({listed[0]}, ...); refusing to empty the series, nothing was written"
             )
         placeholders = [n for n in names if refuse_placeholder_authors and is_placeholder(_from(staging / n))]
@@ -233,7 +235,7 @@ class DriftReport:
 
 
 def drift_report(
-    base_repo: Path, patches: list[Patch], patches_dir: Path, lacks: tuple[str, ...] = (), base: str = BASE_BRANCH
+    base_repo: Path, patches: list[Patch], patches_dir: Path, lacks: tuple[str, ...] = (), base: str = BASE_REF
 ) -> DriftReport:
     """Re-apply the committed patches to a scratch clone of the base, re-export them, and list every difference.
 

@@ -30,6 +30,7 @@ from patchseries.interrupts import stage
 from patchseries.onto import already_upstream, upstream_patch_ids
 from patchseries.pin import Pin
 from patchseries.series import Patch, file_sections, section_path
+from patchseries.trees import refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
@@ -71,8 +72,6 @@ def forward_series(
     Files of ``out_dir`` other than its patches and ``series`` (the pin, draft issue texts) are kept. Relative paths
     (``upstream``, ``out_dir``, the patches') are taken from the current directory, not from the scratch clone.
     """
-    from patchseries.treestate import refuse_operation_in_progress  # here: treestate imports export, as this does
-
     upstream, out_dir = upstream.resolve(), out_dir.resolve()
     refuse_operation_in_progress(upstream)  # its refs may be anywhere until the operation ends
     release_patches = [replace(patch, path=patch.path.absolute()) for patch in release_patches]

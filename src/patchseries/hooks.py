@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 from identify.identify import tags_from_path
 
-from patchseries.base import BASE_BRANCH
+from patchseries.base import BASE_REF
 from patchseries.environment import find_uv, run_installer
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
@@ -223,7 +223,7 @@ def _configured(url: str, rev: str, item: dict[str, Any]) -> Hook:
 def run_hooks(ws: Workspace, tree: Path, log: Log) -> list[Comparison]:
     """One comparison per hook of the tree's config (not-run hooks say why), on the files the series changes."""
     config_file = tree / CONFIG
-    changed = out("diff", "--name-only", "-z", "--diff-filter=AM", BASE_BRANCH, cwd=tree).split("\0")
+    changed = out("diff", "--name-only", "-z", "--diff-filter=AM", BASE_REF, cwd=tree).split("\0")
     changed = sorted({path for path in changed if path and (tree / path).is_file()})
     if not config_file.is_file() or not changed:
         return []
@@ -233,7 +233,7 @@ def run_hooks(ws: Workspace, tree: Path, log: Log) -> list[Comparison]:
     with tempfile.TemporaryDirectory(prefix="patchseries-hooks-") as tmp:
         scratch = Path(tmp) / "tree"
         git("clone", "--quiet", "--shared", "--no-checkout", tree, scratch)
-        git("checkout", "--quiet", "--detach", out("rev-parse", BASE_BRANCH, cwd=tree), cwd=scratch)
+        git("checkout", "--quiet", "--detach", out("rev-parse", BASE_REF, cwd=tree), cwd=scratch)
         in_base = [path for path in changed if (scratch / path).is_file()]
         log(f"pre-commit: {len(runnable)} of upstream's hooks on {len(changed)} changed files, base and series")
         venvs: dict[int, Path] = {}

@@ -22,7 +22,7 @@ SIGNAL_AT_ENV = "PATCHSERIES_SIGNAL_AT"
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """While the block runs, the first SIGTERM raises KeyboardInterrupt; later ones are ignored, so that the
+    """While the block runs, the first SIGTERM or SIGHUP raises KeyboardInterrupt; later ones are ignored, so that the
     clean-up the first one started is not itself cut short. The old handler is restored afterwards."""
     received = False
 
@@ -32,11 +32,13 @@ def sigterm_as_interrupt() -> Iterator[None]:
             received = True
             raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    # SIGHUP too: a closed terminal or ssh session stops the run as Ctrl-C would, removing what it was building
+    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def stage(name: str) -> None:

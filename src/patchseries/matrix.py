@@ -20,10 +20,10 @@ from typing import Any
 
 from patchseries import acceptance, changed_lines
 from patchseries.atomic import write_file
-from patchseries.base import BASE_BRANCH, base_worktree
+from patchseries.base import BASE_REF, base_worktree
 from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import git
+from patchseries.gitcmd import add_excludes, git
 from patchseries.harness import write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace, project_root
 from patchseries.pipeline import BaseChoice, Prepared, prepare
@@ -54,7 +54,7 @@ def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "a
     before_tree = _tree_without_series(ws, prepared)
     tests = prepared.test_modules()
     sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
-    added = changed_lines.added_lines(prepared.base.path, BASE_BRANCH, "HEAD")
+    added = changed_lines.added_lines(prepared.base.path, BASE_REF, "HEAD")
     rows = []
     for number, version in enumerate(versions, 1):
         log(f"matrix {number}/{len(versions)}: torch {version}")
@@ -104,14 +104,8 @@ def refresh_compile_stats(ws: Workspace, rows: list[Row], log: Log, installer: s
 
 
 def _prepare_series(ws: Workspace, log: Log) -> Prepared:
-    """The applied series; a tree with local changes is refused, as the table must describe patches/."""
-    prepared = prepare(ws, BaseChoice(), log)
-    if prepared.applied.local:
-        raise SeriesError(
-            f"the matrix measures patches/, but {prepared.base.path} has local changes ({prepared.applied.local}); "
-            "export them, or run `python -m patchseries apply --discard` (backs them up) first"
-        )
-    return prepared
+    """The applied series: the tool's tree, exactly as built from patches/ (any other tree is refused)."""
+    return prepare(ws, BaseChoice(), log)
 
 
 def results_by_module(junit: Path) -> dict[str, str]:
@@ -324,6 +318,7 @@ def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
         target = tree / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(git("show", f"HEAD:{path}", cwd=repo).stdout)
+    add_excludes(tree, [f"/{path}" for path in added])  # the tool's copies: never a person's uncommitted files
     acceptance.install(tree, ws.acceptance)
     write_harness(tree, prepared.patches)
     return tree

@@ -6,10 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries import acceptance
-from patchseries import base as base_sources
 from patchseries.acceptance import Installed
-from patchseries.apply import ApplyResult, apply_series
-from patchseries.base import BASE_BRANCH, BaseTree
+from patchseries.apply import ApplyResult, tool_tree
+from patchseries.base import BASE_REF, BaseSource, BaseTree, resolve_source
 from patchseries.changed_lines import ChangedLines, measure_tree
 from patchseries.docs import DOCS_REQUIREMENTS, changed_pages, run_docs_gate
 from patchseries.environment import ensure_environment
@@ -79,27 +78,23 @@ def load(ws: Workspace) -> tuple[Pin, list[Patch]]:
     return load_pin(ws.pin_file), read_series(ws.series_file)
 
 
-def get_base(ws: Workspace, pin: Pin, choice: BaseChoice, log: Log) -> BaseTree:
-    ws.workdir.mkdir(parents=True, exist_ok=True)
-    if choice.checkout is not None:
-        return base_sources.checkout_base(ws, pin, choice.checkout, choice.force_base, log)
-    if choice.use_git:
-        return base_sources.git_base(ws, pin, log)
-    return base_sources.sdist_base(ws, pin, log)
+def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> BaseSource:
+    """Where the base comes from, checked before anything is created (a checkout must be clean and pinned)."""
+    return resolve_source(ws, pin, choice.checkout, choice.use_git, choice.force_base)
 
 
-def prepare(ws: Workspace, choice: BaseChoice, log: Log, discard: bool = False) -> Prepared:
-    """Stages 1-3: the pinned base, the series applied on branch ``series``, the acceptance suite copied into its
-    ``tests/``, and the test harness if needed.
-
-    A tree with local changes is left as it is unless ``discard`` (see :func:`patchseries.apply.apply_series`).
+def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
+    """Stages 1-3: the tool's tree of the pinned base with the series applied on branch ``series`` (reused, or built
+    fresh: see :func:`patchseries.apply.tool_tree`), the acceptance suite copied into its ``tests/``, and the test
+    harness if needed. A tree that is not as the tool built it is refused, never rewritten.
     """
     log("stage 1/5: reading the pin and the series")
     pin, patches = load(ws)
     log(f"stage 2/5: getting the base ({pin.name} {pin.version})")
-    tree = get_base(ws, pin, choice, log)
-    log(f"stage 3/5: applying {len(patches)} patches on {tree.path}")
-    applied = apply_series(tree, patches, pin, log, discard=discard)
+    source = get_source(ws, pin, choice)
+    ws.workdir.mkdir(parents=True, exist_ok=True)
+    log(f"stage 3/5: applying {len(patches)} patches on {ws.trees / source.tree_name}")
+    tree, applied = tool_tree(ws, pin, patches, source, log)
     # before the harness: the harness then adds only the package markers the acceptance suite's copy lacks
     installed = acceptance.install(tree.path, ws.acceptance)
     if installed.modules:
@@ -118,10 +113,9 @@ def run_main_job(
     log: Log,
     installer: str = "auto",
     pytest_args: tuple[str, ...] = (),
-    discard: bool = False,
 ) -> JobResult:
     """The whole main job; the caller prints :func:`summary` of the result."""
-    prepared = prepare(ws, choice, log, discard=discard)
+    prepared = prepare(ws, choice, log)
     tree = prepared.base.path
     upstream_checkout = prepared.base.has_upstream_tests
     log(f"stage 4/5: environment with torch {torch}")
@@ -139,7 +133,7 @@ def run_main_job(
     ran = acceptance.ran_per_group(outcome.junit, groups)
     changed, changed_report = None, None
     if outcome.coverage_xml is not None:
-        changed = measure_tree(tree, BASE_BRANCH, "HEAD", outcome.coverage_xml)
+        changed = measure_tree(tree, BASE_REF, "HEAD", outcome.coverage_xml)
         title = f"Lines the series adds or changes under src/, covered by its tests (torch {torch})"
         changed_report = changed.write(reports, title)
     upstream = []
@@ -164,12 +158,7 @@ def summary(result: JobResult) -> str:
             f"             changed modules: {modules} (xml: {outcome.coverage_xml})",
         ]
     excluded = sum(len(v) for v in applied.excluded.values())
-    if applied.local:
-        patches = "not applied: the tree has local changes, and those were tested (see tree:)"
-    elif applied.reused:
-        patches = "already applied, reused"
-    else:
-        patches = f"{len(applied.applied)} applied"
+    patches = "already applied, reused" if applied.reused else f"{len(applied.applied)} applied"
     lines = [
         "summary",
         f"  base:      {prepared.pin.name} {prepared.pin.version} ({prepared.base.source}, "
@@ -180,9 +169,7 @@ def summary(result: JobResult) -> str:
         + (f", {excluded} paths excluded" if excluded else ""),
         f"  tests:     {outcome.line()}" + _ran(result),
         *coverage,
-        f"  tree:      {prepared.base.path} ({applied.where})"
-        + (f": local changes, not patches/ ({applied.local})" if applied.local else ""),
-        *(f"  backup:    {backup}" for backup in applied.backups),
+        f"  tree:      {prepared.base.path} ({applied.where})",
         *(f"  upstream:  {comparison.line()}" for comparison in result.upstream),
         f"  result:    {_verdict(result)}",
     ]
@@ -199,5 +186,4 @@ def _ran(result: JobResult) -> str:
 def _verdict(result: JobResult) -> str:
     if result.outcome.no_tests:
         return "NO TESTS RAN"
-    verdict = "OK" if result.ok else "FAILED"
-    return f"{verdict}, for the tree's local changes, not for patches/" if result.prepared.applied.local else verdict
+    return "OK" if result.ok else "FAILED"

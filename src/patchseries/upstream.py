@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries.base import BASE_BRANCH, base_worktree
+from patchseries.base import BASE_REF, base_worktree
 from patchseries.environment import Environment
 from patchseries.gitcmd import out
 from patchseries.paths import Workspace
@@ -118,7 +118,7 @@ def _module_of(tree: Path, case: str) -> str:
 
 def run_static_gates(ws: Workspace, env: Environment, tree: Path, log: Log) -> list[Comparison]:
     """Ruff (lint and format) and mypy, with the tree's own configuration, on the Python files the series changes."""
-    changed = [p for p in out("diff", "--name-only", "--diff-filter=AM", BASE_BRANCH, "HEAD", cwd=tree).split()]
+    changed = [p for p in out("diff", "--name-only", "--diff-filter=AM", BASE_REF, "HEAD", cwd=tree).split()]
     sources = [p for p in changed if p.endswith(".py")]
     if not sources:
         return []
