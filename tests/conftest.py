@@ -59,6 +59,7 @@ def make_sdist(directory: Path, files: dict[str, str], root: str = "fakelib-1.0"
             data = text.encode()
             info = tarfile.TarInfo(f"{root}/{name}")
             info.size, info.mode, info.mtime = len(data), 0o644, 0
+            info.uid, info.gid = 4242, 4242  # a packager's ids, as real sdists carry: never this machine's user
             tar.addfile(info, io.BytesIO(data))
     return archive
 

@@ -32,6 +32,15 @@ def test_base_commit_is_the_same_on_every_run(tmp_path):
     )
 
 
+def test_the_base_is_owned_by_whoever_runs_the_tool_never_the_packager(tmp_path):
+    """Run as root, tarfile chowned the files to the sdist's uid, and git refused the tree ("dubious ownership")."""
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
+
+    tree = make_base(_workspace(tmp_path), load_pin(tmp_path / "patches" / "base.toml"))
+
+    assert {path.stat().st_uid for path in tree.path.rglob("*") if ".git" not in path.parts} == {os.getuid()}
+
+
 def test_sha256_mismatch_is_refused_and_nothing_is_kept(tmp_path):
     write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES), sha256="0" * 64)
     ws = _workspace(tmp_path)

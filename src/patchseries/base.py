@@ -9,6 +9,7 @@ only ever read (the new repository borrows its objects, as ``git clone --shared`
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import tarfile
 import tempfile
@@ -224,6 +225,9 @@ def _safe_extract(archive: Path, dest: Path) -> None:
                 target = (dest / member.name).resolve()
                 if not str(target).startswith(str(dest.resolve())) or member.issym() or member.islnk():
                     raise SeriesError(f"{archive.name} contains an unsafe entry {member.name!r}")
+                # never the archive's owner: run as root, tarfile would chown the files to the packager's uid (Python
+                # before 3.11.4 has no extraction filter), and git then refuses the tree ("dubious ownership")
+                member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""
             if hasattr(tarfile, "data_filter"):
                 tar.extractall(dest, filter="data")
             else:  # pragma: no cover - Python without extraction filters; members were checked above
