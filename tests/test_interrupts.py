@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Synthetic, commit
+from conftest import Synthetic, commit, git
 from patchseries.interrupts import SIGNAL_AT_ENV
 
 INTERRUPTED = "error: interrupted; re-run the same command to resume from a clean state"
@@ -95,3 +95,42 @@ def test_sigterm_while_recording_the_applied_series_leaves_the_old_tree_whole(sy
     assert rerun.returncode == 0, rerun.stderr
     assert "building a fresh one" in rerun.stderr
     assert record.read_text() != recorded
+
+
+@pytest.mark.parametrize("stage", ["fetch-unpacked", "replace-between-renames", "write-patchseries-tree"])
+def test_sigkill_at_any_stage_of_a_build_is_cleaned_by_the_next_run(synthetic, tmp_path, stage):
+    """A SIGKILL runs no clean-up: what it leaves (a half-built tree, the unpacked sdist, an old tree between two
+    renames) carries the tool's names beside the tree, and the next run removes it and completes."""
+    assert synthetic.run("apply").returncode == 0
+    second = sorted(synthetic.ws.patches.glob("*.patch"))[1]
+    second.write_text(second.read_text().replace("Subject: [PATCH] ", "Subject: [PATCH] Reworded: ", 1))
+
+    killed = run_signalled(synthetic, tmp_path, f"{stage}:SIGKILL", "apply", "--workdir", str(synthetic.ws.workdir))
+    rerun = synthetic.run("apply")
+
+    assert killed.returncode == -9
+    assert rerun.returncode == 0, rerun.stderr
+    assert sorted(path.name for path in synthetic.ws.trees.iterdir()) == ["sdist-1.0"]
+    assert sorted(path.name for path in synthetic.ws.workdir.iterdir()) == [
+        "downloads", "edit", "patchseries.lock", "trees"
+    ]  # fmt: skip
+    tree = synthetic.ws.trees / "sdist-1.0"
+    assert git(tree, "log", "-1", "--format=%s", "series") == "Reworded: Add a CHANGELOG entry"
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_an_interrupt_between_the_two_renames_puts_the_old_tree_back(synthetic, tmp_path, signame):
+    """Found by the hostile pass: the old tree was left as `<tree>.old` with no tree in place."""
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    head = git(tree, "rev-parse", "series")
+    second = sorted(synthetic.ws.patches.glob("*.patch"))[1]
+    second.write_text(second.read_text().replace("Subject: [PATCH] ", "Subject: [PATCH] Reworded: ", 1))
+
+    proc = run_signalled(
+        synthetic, tmp_path, f"replace-between-renames:{signame}", "apply", "--workdir", str(synthetic.ws.workdir)
+    )
+
+    assert proc.returncode == 130, proc.stderr
+    assert sorted(path.name for path in synthetic.ws.trees.iterdir()) == ["sdist-1.0"]
+    assert git(tree, "rev-parse", "series") == head

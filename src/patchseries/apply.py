@@ -21,7 +21,15 @@ from patchseries.paths import Workspace, remove
 from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, fingerprint
-from patchseries.trees import Record, building_path, changes_since_built, read_record, refuse_unless_built, replace_tree
+from patchseries.trees import (
+    Record,
+    building_path,
+    changes_since_built,
+    read_record,
+    refuse_unless_built,
+    remove_leftovers,
+    replace_tree,
+)
 
 SERIES_BRANCH = "series"
 EDIT_DIR = "edit"  # <workdir>/edit/<base>: trees made for a person to change the series in; the tool never writes them
@@ -47,6 +55,7 @@ def tool_tree(
     """The tool's tree of ``source`` with ``patches`` applied on branch ``series``: reused, replaced or made."""
     tree = ws.trees / source.tree_name
     wanted = fingerprint(patches)
+    remove_leftovers(tree)
     if tree.is_dir() and not tree.is_symlink() and not any(tree.iterdir()):
         tree.rmdir()  # empty: nothing of anyone's is in it (a rename an interrupt cut short)
     if tree.exists() or tree.is_symlink():

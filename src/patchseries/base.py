@@ -12,7 +12,6 @@ import hashlib
 import os
 import shutil
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from patchseries.interrupts import stage
 from patchseries.paths import Workspace, partial_path, remove
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.trees import remove_tool_worktree
+from patchseries.trees import remove_tool_worktree, unpack_path
 
 BASE_BRANCH = "base"
 BASE_REF = f"refs/heads/{BASE_BRANCH}"  # never a tag or remote ref of the same name
@@ -141,11 +140,18 @@ def _clone(dest: Path, source: str, options: list[str], commit: str, network: bo
 
 
 def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
-    """Unpack ``archive`` into ``building`` and commit it as the pinned base; the commit id."""
-    with tempfile.TemporaryDirectory(dir=ws.workdir) as tmp:
-        _safe_extract(archive, Path(tmp))
+    """Unpack ``archive`` into ``building`` and commit it as the pinned base; the commit id.
+
+    It is unpacked beside ``building`` (:func:`patchseries.trees.unpack_path`), which the next build removes if a
+    SIGKILL left it: a temporary folder of the work directory would outlive such a run for good.
+    """
+    scratch = unpack_path(building)
+    remove(scratch)
+    try:
+        scratch.mkdir()
+        _safe_extract(archive, scratch)
         stage("fetch-unpacked")
-        unpacked = Path(tmp) / pin.sdist_root
+        unpacked = scratch / pin.sdist_root
         if not unpacked.is_dir():
             raise SeriesError(
                 f"{archive.name} has no top-level folder {pin.sdist_root!r}; check [sdist].root in the pin"
@@ -153,6 +159,8 @@ def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
         for egg_info in unpacked.glob("src/*.egg-info"):
             shutil.rmtree(egg_info)
         shutil.move(str(unpacked), building)
+    finally:
+        remove(scratch)
     _init_fixed_commit(building, pin)
     commit = out("rev-parse", "HEAD", cwd=building)
     if pin.base_commit and commit != pin.base_commit:

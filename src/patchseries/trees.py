@@ -20,6 +20,7 @@ from pathlib import Path
 from patchseries.atomic import write_file
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, git_path, uncommitted_files
+from patchseries.interrupts import stage
 from patchseries.paths import partial_path, remove
 
 RECORD = "patchseries-tree"  # in the tree's .git directory
@@ -94,6 +95,9 @@ def changes_since_built(tree: Path) -> str | None:
     head = git("symbolic-ref", "--quiet", "HEAD", cwd=tree, check=False).stdout.strip()
     if head != SERIES_REF:
         return f"HEAD is {head or 'detached'}, not {SERIES_REF}"
+    status = git("status", "--porcelain", "--untracked-files=all", cwd=tree, check=False)
+    if status.returncode != 0:
+        return "git cannot read its work tree"
     edited = uncommitted_files(tree)
     if edited:
         shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
@@ -131,8 +135,8 @@ def tool_worktrees(tree: Path) -> list[Path]:
 def replace_tree(tree: Path, built: Path) -> None:
     """Put the freshly built ``built`` at ``tree``, whose old content (if any) was shown to be the tool's unchanged.
 
-    The tool's worktrees of the old tree go first, each only while clean. An interrupt between the renames leaves the
-    old tree under ``<tree>.old`` and no tree: the next run builds a fresh one and removes both leftovers.
+    The tool's worktrees of the old tree go first, each only while clean. An interrupt between the renames puts the old
+    tree back; a SIGKILL there leaves it under ``<tree>.old`` and no tree: the next run removes it and builds afresh.
     """
     old = tree.with_name(tree.name + ".old")
     remove(old)
@@ -140,7 +144,13 @@ def replace_tree(tree: Path, built: Path) -> None:
         for worktree in tool_worktrees(tree):
             remove_tool_worktree(tree, worktree)
         tree.rename(old)
-    built.rename(tree)
+    try:
+        stage("replace-between-renames")
+        built.rename(tree)
+    except BaseException:  # an interrupt (or a failure) between the renames: the old tree goes back in place
+        if old.exists() and not (tree.exists() or tree.is_symlink()):
+            old.rename(tree)
+        raise
     remove(old)
 
 
@@ -157,11 +167,22 @@ def remove_tool_worktree(tree: Path, worktree: Path) -> None:
 
 
 def building_path(tree: Path) -> Path:
-    """Where a tree is built before it is renamed into place; a leftover of an interrupted run is the tool's."""
+    """Where a tree is built before it is renamed into place (after :func:`remove_leftovers`)."""
+    remove_leftovers(tree)
+    return partial_path(tree)
+
+
+def remove_leftovers(tree: Path) -> None:
+    """What a SIGKILLed run can leave beside ``tree`` under the tool's names (the half-built tree, the sdist unpacked
+    beside it, an old tree between two renames): the tool's, removed at the start of every run on ``tree``."""
     building = partial_path(tree)
-    remove(building)
-    remove(tree.with_name(tree.name + ".old"))
-    return building
+    for leftover in (building, unpack_path(building), tree.with_name(tree.name + ".old")):
+        remove(leftover)
+
+
+def unpack_path(building: Path) -> Path:
+    """Where the sdist is unpacked before it becomes ``building``."""
+    return building.with_name(building.name + ".unpack")
 
 
 def refuse_operation_in_progress(repo: Path) -> None:
