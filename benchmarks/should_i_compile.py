@@ -122,7 +122,8 @@ def render(
         for label, _arguments in VARIANTS:
             results = ok.get(label, [])
             if not results:
-                lines.append(f"{head}| {label} | {runs[label][0]['error']} | | | | | | | |")
+                why = runs[label][0]["error"] if label in runs else "not measured"
+                lines.append(f"{head}| {label} | {why} | | | | | | | |")
                 continue
             ms = _median(results, "compiled_ms")
             diff = max(r["max_parameter_difference"] for r in results)
