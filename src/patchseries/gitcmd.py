@@ -96,10 +96,22 @@ def is_clean(repo: Path) -> bool:
     return not uncommitted_files(repo)
 
 
-def uncommitted_files(repo: Path) -> list[str]:
-    """Staged, unstaged and untracked (not ignored) paths; reading them never rewrites the index."""
-    lines = git("status", "--porcelain", "--untracked-files=all", cwd=repo).stdout.splitlines()
+def uncommitted_files(repo: Path, own_ignores_only: bool = False) -> list[str]:
+    """Staged, unstaged and untracked (not ignored) paths; reading them never rewrites the index.
+
+    ``own_ignores_only``: only the repository's own ignore rules count, not the person's global gitignore
+    (``core.excludesFile``, ``~/.config/git/ignore``), which would hide their ``notes.local`` in a tree of the tool's.
+    """
+    config = ["-c", "core.excludesFile=/dev/null"] if own_ignores_only else []
+    lines = git(*config, "status", "--porcelain", "--untracked-files=all", cwd=repo).stdout.splitlines()
     return [line[3:] for line in lines if line.strip()]
+
+
+def hidden_files(repo: Path) -> list[str]:
+    """Tracked files whose edits ``git status`` is told not to show: marked ``git update-index --assume-unchanged``
+    (``git ls-files -v`` tags them in lower case) or ``--skip-worktree`` (``S``, a sparse checkout too)."""
+    entries = git("ls-files", "-v", "-z", cwd=repo).stdout.split("\0")
+    return [entry[2:] for entry in entries if entry and (entry[0].islower() or entry[0] == "S")]
 
 
 def has_path(repo: Path, path: str, ref: str = "HEAD") -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from patchseries.atomic import write_file
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import git, git_path, uncommitted_files
+from patchseries.gitcmd import git, git_path, hidden_files, uncommitted_files
 from patchseries.interrupts import stage
 from patchseries.paths import partial_path, remove
 
@@ -98,10 +98,15 @@ def changes_since_built(tree: Path) -> str | None:
     status = git("status", "--porcelain", "--untracked-files=all", cwd=tree, check=False)
     if status.returncode != 0:
         return "git cannot read its work tree"
-    edited = uncommitted_files(tree)
+    # the person's global gitignore is not the tool's: a file of theirs it hides would go with the replaced tree
+    edited = uncommitted_files(tree, own_ignores_only=True)
     if edited:
         shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
         return f"{len(edited)} uncommitted file{'s' if len(edited) > 1 else ''} ({shown})"
+    hidden = hidden_files(tree)  # the tool marks none; an edit to one is invisible to `git status`
+    if hidden:
+        shown = ", ".join(hidden[:3]) + (", ..." if len(hidden) > 3 else "")
+        return f"{len(hidden)} file{'s' if len(hidden) > 1 else ''} marked assume-unchanged or skip-worktree ({shown})"
     linked = linked_worktrees(tree)
     others = [path for path in linked if path not in tool_worktrees(tree)]
     if others:
