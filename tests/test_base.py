@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import RELEASE_FILES, cli, git, make_base, make_sdist, write_pin
+from patchseries.atomic import write_file
 from patchseries.cli import main
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace
@@ -73,6 +74,25 @@ def test_interrupted_base_build_is_recovered(tmp_path):
 
     assert (tree.path / "src" / "fakelib" / "core.py").is_file()
     assert not leftover.exists()
+
+
+def test_a_link_left_where_the_download_and_the_record_are_written_is_never_written_through(tmp_path):
+    """Found by the hostile pass of issue #31: a ``.partial`` link (a tool's name) had its target overwritten."""
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
+    ws = _workspace(tmp_path)
+    mine = tmp_path / "mine.txt"
+    mine.write_text("a file of mine\n")
+    ws.downloads.mkdir(parents=True)
+    (ws.downloads / "fakelib-1.0.tar.gz.partial").symlink_to(mine)
+    record = tmp_path / "record"
+    Path(f"{record}.partial").symlink_to(mine)
+
+    tree = make_base(ws, load_pin(ws.pin_file))
+    write_file(record, "the record\n")
+
+    assert (tree.path / "src" / "fakelib" / "core.py").is_file()
+    assert mine.read_text() == "a file of mine\n"
+    assert record.read_text() == "the record\n"
 
 
 def _snapshot(repo):

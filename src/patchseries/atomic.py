@@ -28,6 +28,7 @@ def write_file(path: Path, text: str) -> None:
     """
     staged = partial_path(path)
     try:
+        staged.unlink(missing_ok=True)  # never written through: a link there would have its target overwritten
         staged.write_bytes(text.encode())
         stage(f"write-{path.name}")
         os.replace(staged, path)

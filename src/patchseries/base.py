@@ -186,6 +186,7 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
     ws.downloads.mkdir(parents=True, exist_ok=True)
     log(f"downloading {pin.sdist_url}")
     partial = partial_path(target)
+    remove(partial)  # a SIGKILLed run's, or a link: opened as it is, a link would be written through, into its target
     try:
         with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, partial.open("wb") as sink:
             shutil.copyfileobj(response, sink)
