@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 
+import pytest
+
 from conftest import cli
-from patchseries.paths import PROJECT_ROOT
+from patchseries.paths import PROJECT_ROOT, remove
 
 
 def _installed_copy(tmp_path):
@@ -42,3 +45,23 @@ def test_installed_copy_outside_a_project_refuses_clearly(tmp_path):
         f"error: cannot find the series: no patches/series in {elsewhere} or its parents; run from a checkout of "
         "lightning-compile-series, or pass --patches DIR"
     ]
+
+
+def test_a_file_that_cannot_be_removed_is_named_by_its_full_path(tmp_path, monkeypatch):
+    """Found by the hostile pass of issue #31: an immutable file in an old tree was named `__init__.py` alone."""
+    folder = tmp_path / "old-tree" / "src"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    real_unlink = os.unlink
+
+    def refuse(name, *args, **kwargs):
+        if str(name).endswith("__init__.py"):
+            raise PermissionError(errno.EPERM, "Operation not permitted", name)
+        return real_unlink(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refuse)
+
+    with pytest.raises(PermissionError) as raised:
+        remove(tmp_path / "old-tree")
+
+    assert raised.value.filename == str(folder / "__init__.py")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,8 +104,19 @@ def partial_path(final: Path) -> Path:
 
 
 def remove(path: Path) -> None:
-    """Remove a file or directory tree if it exists."""
+    """Remove a file or directory tree if it exists; a file that cannot be removed is named by its full path."""
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=lambda function, failed, error: _named(failed, error))
+        else:
+            shutil.rmtree(path, onerror=lambda function, failed, info: _named(failed, info[1]))
     elif path.exists() or path.is_symlink():
         path.unlink()
+
+
+def _named(failed: str, error: BaseException) -> None:
+    """Re-raise a failure of ``shutil.rmtree`` naming the full path: its own error names the file relative to its
+    folder (``Operation not permitted: __init__.py``), which does not say which file to check."""
+    if isinstance(error, OSError) and error.filename != failed:
+        raise OSError(error.errno, error.strerror, failed) from error
+    raise error
