@@ -160,3 +160,25 @@ def test_a_refused_series_leaves_the_tree_as_it_was_and_the_fixed_series_reuses_
     rerun = synthetic.run("apply")
     assert rerun.returncode == 0, rerun.stderr
     assert "reusing it" in rerun.stderr
+
+
+@pytest.mark.parametrize("patches_changed", [False, True])
+def test_a_persons_series_wip_branch_with_a_commit_and_an_edit_is_left_byte_for_byte(synthetic, patches_changed):
+    """Issue 31, row 1: a person's branch `series-wip` (the tool's old work branch's name), checked out, with a commit
+    and an uncommitted edit: `apply` stops with one line and changes nothing, whether patches/ changed or not."""
+    from test_safety import _change_patches, _snapshot
+
+    base, _ = _apply(synthetic)
+    git(base.path, "checkout", "-q", "-b", "series-wip")
+    commit(base.path, {"src/fakelib/core.py": "def answer():\n    return 43\n"}, "My work in progress")
+    (base.path / "src/fakelib/__init__.py").write_text("VERSION = 'mine'\n")
+    before = _snapshot(base.path)
+    if patches_changed:
+        _change_patches(synthetic)
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] == proc.stderr.splitlines()[-1:]
+    assert "is not as the tool built it (its refs changed (refs/heads/series-wip))" in proc.stderr
+    assert _snapshot(base.path) == before
