@@ -286,3 +286,38 @@ def test_a_failing_global_hook_does_not_stop_the_tools_commits(synthetic, tmp_pa
     proc = cli("apply", "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir))
 
     assert proc.returncode == 0, proc.stderr
+
+
+def _hide_with_exclude(tree: Path) -> None:
+    (tree / "my-notes.txt").write_text("mine\n")
+    with (tree / ".git" / "info" / "exclude").open("a") as exclude:
+        exclude.write("my-notes.txt\n")
+
+
+def _edit_an_acceptance_copy(tree: Path) -> None:
+    copy = next(path for path in sorted((tree / "tests").rglob("test_*.py")) if path.is_file())
+    copy.write_text(copy.read_text() + "# mine\n")
+
+
+def _edit_the_harness(tree: Path) -> None:
+    runif = tree / "tests" / "tests_pytorch" / "helpers" / "runif.py"
+    runif.write_text(runif.read_text() + "# mine, written by patchseries stays in the text\n")
+
+
+@pytest.mark.parametrize(
+    "make", [_hide_with_exclude, _edit_an_acceptance_copy, _edit_the_harness], ids=lambda make: make.__name__[1:]
+)
+def test_work_hidden_by_the_trees_own_excludes_is_refused_and_left(synthetic, make):
+    """Found by the hostile pass: a file hidden by a line of `.git/info/exclude`, or a changed acceptance copy or
+    harness file (which the tool excludes), is invisible to `git status`, and went with the replaced tree."""
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    make(tree)
+    before = _snapshot(tree)
+    _change_patches(synthetic)
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "a file its .git/info/exclude hides is not the tool's" in proc.stderr.splitlines()[-1]
+    assert _snapshot(tree) == before

@@ -196,6 +196,12 @@ def _tracked(tree: Path, paths: list[str]) -> set[str]:
     return {path for path in proc.stdout.split("\0") if path}
 
 
+def is_copy(tree: Path, path: str) -> bool:
+    """Whether ``tree/path`` is a copy :func:`install` wrote and nobody changed since (the manifest's digest)."""
+    data = _read(tree / path)
+    return data is not None and _sha(data) in _read_manifest(tree).get(path, [])
+
+
 def _read_manifest(tree: Path) -> dict[str, list[str]]:
     manifest = git_path(tree, _MANIFEST)
     if not manifest.is_file():

@@ -28,6 +28,7 @@ def RunIf(**kwargs):  # noqa: N802 - same name as Lightning's own helper
 '''
 _SUITES = {"tests_pytorch": "lightning.pytorch", "tests_fabric": "lightning.fabric"}
 HARNESS_MARK = "written by patchseries"
+_MARKER = f'"""Package marker {HARNESS_MARK}."""\n'
 
 
 def write_harness(tree: Path, patches: list[Patch]) -> list[Path]:
@@ -48,6 +49,12 @@ def write_harness(tree: Path, patches: list[Patch]) -> list[Path]:
         written += _package_markers(tree / "tests" / suite, inside)
     add_excludes(tree, [f"/{p.relative_to(tree).as_posix()}" for p in written])
     return written
+
+
+def harness_texts() -> set[bytes]:
+    """Every text :func:`write_harness` writes: a file in ``tests/`` with another text is not the harness's."""
+    runifs = {_RUNIF.format(suite=suite, package=package) for suite, package in _SUITES.items()}
+    return {text.encode() for text in (*runifs, _MARKER)}
 
 
 def series_test_files(patches: list[Patch]) -> list[str]:
@@ -71,6 +78,6 @@ def _package_markers(suite_root: Path, directories: list[Path]) -> list[Path]:
             marker = folder / "__init__.py"
             if not marker.exists():
                 folder.mkdir(parents=True, exist_ok=True)
-                marker.write_text(f'"""Package marker {HARNESS_MARK}."""\n')
+                marker.write_text(_MARKER)
                 written.append(marker)
     return written

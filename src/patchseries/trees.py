@@ -107,6 +107,9 @@ def changes_since_built(tree: Path) -> str | None:
     if hidden:
         shown = ", ".join(hidden[:3]) + (", ..." if len(hidden) > 3 else "")
         return f"{len(hidden)} file{'s' if len(hidden) > 1 else ''} marked assume-unchanged or skip-worktree ({shown})"
+    unclaimed = _unclaimed_exclusions(tree)
+    if unclaimed:
+        return f"a file its .git/info/exclude hides is not the tool's ({unclaimed})"
     linked = linked_worktrees(tree)
     others = [path for path in linked if path not in tool_worktrees(tree)]
     if others:
@@ -114,6 +117,34 @@ def changes_since_built(tree: Path) -> str | None:
     edited_worktrees = [path for path in linked if uncommitted_files(path)]
     if edited_worktrees:
         return f"its worktree {edited_worktrees[0]} has uncommitted files"
+    return None
+
+
+def _unclaimed_exclusions(tree: Path) -> str | None:
+    """The first line of the tree's ``.git/info/exclude`` that hides something the tool did not write, or None.
+
+    The tool excludes its build artifacts' patterns and, one path a line, the acceptance suite's copies and the
+    harness under ``tests/``; a line of a person's, or one of those files changed since, would hide their work from
+    `git status`, and it would go with the replaced tree.
+    """
+    from patchseries.acceptance import is_copy  # here: acceptance imports the test run, which needs no trees
+    from patchseries.base import BUILD_ARTIFACTS
+    from patchseries.harness import harness_texts
+
+    exclude = tree / ".git" / "info" / "exclude"
+    lines = exclude.read_text(errors="surrogateescape").splitlines() if exclude.is_file() else []
+    # a tracked file is never hidden by an exclude (the matrix's before-series worktree excludes the series' tests)
+    tracked = set(git("ls-files", "-z", "--", "tests", cwd=tree).stdout.split("\0"))
+    for line in lines:
+        if not line.strip() or line.startswith("#") or line in BUILD_ARTIFACTS:
+            continue
+        if not line.startswith("/tests/"):
+            return line
+        path = line.removeprefix("/")
+        target = tree / path
+        claimed = path in tracked or not target.is_file() or is_copy(tree, path)
+        if not claimed and (target.is_symlink() or target.read_bytes() not in harness_texts()):
+            return path
     return None
 
 
