@@ -321,3 +321,20 @@ def test_work_hidden_by_the_trees_own_excludes_is_refused_and_left(synthetic, ma
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "a file its .git/info/exclude hides is not the tool's" in proc.stderr.splitlines()[-1]
     assert _snapshot(tree) == before
+
+
+def test_a_commit_in_the_tools_base_worktree_is_refused_and_kept(synthetic):
+    """Found by the second hostile pass: a commit on the tool's detached `-base` worktree went with the worktree."""
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    beside = synthetic.ws.trees / "sdist-1.0-base"
+    git(tree, "worktree", "add", "-q", "--detach", str(beside), "base")
+    commit(beside, {CORE: "def answer():\n    return 42  # committed beside\n"}, "My work beside")
+    mine = git(beside, "rev-parse", "HEAD")
+    _change_patches(synthetic)
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 2
+    assert f"its worktree {beside} is not detached at branch base" in proc.stderr.splitlines()[-1]
+    assert git(beside, "rev-parse", "HEAD") == mine

@@ -117,7 +117,19 @@ def changes_since_built(tree: Path) -> str | None:
     edited_worktrees = [path for path in linked if uncommitted_files(path)]
     if edited_worktrees:
         return f"its worktree {edited_worktrees[0]} has uncommitted files"
+    moved = [path for path in linked if worktree_moved(tree, path)]
+    if moved:
+        return f"its worktree {moved[0]} is not detached at branch base (a commit or checkout of yours?)"
     return None
+
+
+def worktree_moved(tree: Path, worktree: Path) -> bool:
+    """Whether a worktree the tool made beside ``tree`` (detached at branch ``base``) has moved: a commit made there,
+    or a checkout, which removing the worktree would lose (found by the second hostile pass)."""
+    head = git("rev-parse", "--verify", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
+    base = git("rev-parse", "--verify", "--quiet", BASE_REF, cwd=tree, check=False).stdout.strip()
+    on_branch = git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).returncode == 0
+    return on_branch or not head or head != base
 
 
 def _unclaimed_exclusions(tree: Path) -> str | None:
@@ -199,6 +211,8 @@ def remove_tool_worktree(tree: Path, worktree: Path) -> None:
         refuse_unless_built(worktree, f"it is not a worktree of {tree}")
     if uncommitted_files(worktree):
         refuse_unless_built(worktree, "it has uncommitted files")
+    if worktree_moved(tree, worktree):
+        refuse_unless_built(worktree, "it is not detached at branch base (a commit or checkout of yours?)")
     git("worktree", "remove", "--force", worktree, cwd=tree)
 
 
