@@ -10,7 +10,8 @@ A function of a few small tensor operations calls a no-op helper ``BREAKS`` time
 of its own (``torch_dynamo_resume_in_...``), whose guards it checks on every call. The script prints, per number of
 breaks, the microseconds a call takes eagerly and compiled (``backend="eager"``: Dynamo without a compiler, so that
 only Dynamo's own cost is left), and the slope, microseconds per break per call. A compiled ``training_step`` with
-22 breaks (``benchmarks/should_i_compile.py``, variant ``module``, torch 2.15) pays that slope 22 times a step.
+24 breaks (``benchmarks/should_i_compile.py``, ``torch.compile(model)``, the GAN with explicit toggle calls) pays
+that slope at every one of them, every step.
 
 It does not report a bug: it measures a cost that grows with the number of breaks, so that a design that adds breaks
 on the per-step path can be weighed against it. On a busy 2-core CPU machine (``--calls 1000``, best of 7), 22 breaks
