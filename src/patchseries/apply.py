@@ -11,6 +11,8 @@ import contextlib
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,18 +70,11 @@ def tool_tree(
             log(f"series already applied on {tree} (branch {SERIES_BRANCH}); reusing it")
             return BaseTree(tree, source.kind), ApplyResult(tree=tree, head=record.head, reused=True)
         log(f"{tree} holds another base or series, unchanged since the tool built it: building a fresh one")
-    building = building_path(tree)
-    try:
+    with _building(tree) as building:
         base = build_base(ws, pin, source, building, log)
         result = apply_series(base, patches, pin, log)
         Record(source.key, wanted, base.base_commit, result.head).write(building)
         replace_tree(tree, building)
-    except BaseException as exc:
-        remove(building)  # a half-made tree (a patch that does not apply, a full disk, an interrupt) is never left
-        with contextlib.suppress(OSError):
-            ws.trees.rmdir()  # and no empty folder of trees either
-        _raise_named(exc, tree)
-        raise
     result.tree = tree
     return BaseTree(tree, source.kind), result
 
@@ -95,24 +90,29 @@ def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
             f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it (python -m "
             "patchseries export --tree ...), or move it away to make a fresh one"
         )
-    building = building_path(tree)
-    try:
+    with _building(tree) as building:
         base = build_base(ws, pin, source, building, log)
         apply_series(base, patches, pin, log)
         building.rename(tree)
-    except BaseException as exc:
-        remove(building)
-        _raise_named(exc, tree)
-        raise
     log(f"made {tree}: branch {SERIES_BRANCH} is the series on branch base; change it there (git rebase -i base), "
         "then export it")  # fmt: skip
     return tree
 
 
-def _raise_named(exc: BaseException, tree: Path) -> None:
-    """A failed write names no file (a full disk): name the tree being built, whose disk to check."""
-    if isinstance(exc, OSError) and exc.filename is None and not isinstance(exc, shutil.Error):
-        raise OSError(exc.errno, exc.strerror or str(exc), str(tree)) from exc
+@contextmanager
+def _building(tree: Path) -> Iterator[Path]:
+    """The folder ``tree`` is built in; on any failure (a patch that does not apply, a full disk, an interrupt) it is
+    removed, with its parent if that is left empty, and a failed write that names no file names ``tree``."""
+    building = building_path(tree)
+    try:
+        yield building
+    except BaseException as exc:
+        remove(building)
+        with contextlib.suppress(OSError):
+            tree.parent.rmdir()  # and no empty folder of trees either
+        if isinstance(exc, OSError) and exc.filename is None and not isinstance(exc, shutil.Error):
+            raise OSError(exc.errno, exc.strerror or str(exc), str(tree)) from exc
+        raise
 
 
 def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> ApplyResult:

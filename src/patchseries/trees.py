@@ -95,11 +95,10 @@ def changes_since_built(tree: Path) -> str | None:
     head = git("symbolic-ref", "--quiet", "HEAD", cwd=tree, check=False).stdout.strip()
     if head != SERIES_REF:
         return f"HEAD is {head or 'detached'}, not {SERIES_REF}"
-    status = git("status", "--porcelain", "--untracked-files=all", cwd=tree, check=False)
-    if status.returncode != 0:
+    try:  # the person's global gitignore is not the tool's: a file of theirs it hides would go with the tree
+        edited = uncommitted_files(tree, own_ignores_only=True)
+    except SeriesError:
         return "git cannot read its work tree"
-    # the person's global gitignore is not the tool's: a file of theirs it hides would go with the replaced tree
-    edited = uncommitted_files(tree, own_ignores_only=True)
     if edited:
         shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
         return f"{len(edited)} uncommitted file{'s' if len(edited) > 1 else ''} ({shown})"
