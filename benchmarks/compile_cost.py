@@ -12,9 +12,11 @@ directly), data loader and Adam in a plain PyTorch loop, without the Trainer or 
 Lightning design is measured against. ``model`` compiles only the model code (forward and loss; the update runs
 eagerly, as the series does); ``step`` compiles the step function, so that the optimizer's update is compiled too (as
 series v1 had it; the ``requires_grad_`` toggles still break the graph). ``--depth N`` gives each network N hidden
-layers and ``--fused`` makes Adam fused. Timings use one intra-op thread by default (``--threads``): on a small shared
-machine, OpenMP's threads wait on whatever else runs, which swamps the differences measured here. ``--device cuda``
-trains on the GPU (networks, data and Adam there, the clock synchronised at each step; ``--threads`` does not apply).
+layers and ``--fused`` makes Adam fused; ``--dcgan`` runs the discriminator's phase first and its loss on generated
+samples too, so that the generator runs under both toggles (what pytorch#139476 breaks). Timings use one intra-op
+thread by default (``--threads``): on a small shared machine, OpenMP's threads wait on whatever else runs, which
+swamps the differences measured here. ``--device cuda`` trains on the GPU (networks, data and Adam there, the clock
+synchronised at each step; ``--threads`` does not apply).
 
 Each measurement compiles with an empty inductor cache (its own ``TORCHINDUCTOR_CACHE_DIR``), as a user's first run
 does; ``--reuse-cache`` measures with the machine's cache instead, where graphs compiled by an earlier run are loaded
@@ -49,7 +51,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 STYLES = ("calls", "with")
 HELPERS = ("step", "manual_backward", "clip_gradients")
@@ -72,6 +74,7 @@ def measure(
     device: str = "cpu",
     compile_what: str = "model",
     batch: int = 32,
+    dcgan: bool = False,
 ) -> dict[str, Any]:
     import lightning.pytorch as pl
     import torch
@@ -105,6 +108,21 @@ def measure(
         def configure_optimizers(self) -> list:
             return _adams(self, fused)
 
+    class DCGAN(GAN):
+        """DCGAN's order, the discriminator's phase first, and its loss on generated samples as well: the generator
+        runs under both optimizers' toggles."""
+
+        def _loss(self, generator_phase: bool, inputs: torch.Tensor) -> torch.Tensor:
+            if generator_phase:
+                return super()._loss(generator_phase, inputs)
+            fake = self.generator(inputs).detach()  # the generator frozen by the discriminator's toggle
+            return self.discriminator(inputs).pow(2).mean() + self.discriminator(fake).mean()
+
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            generator_opt, discriminator_opt = self.optimizers()
+            self._phase(discriminator_opt, False, batch[0])
+            self._phase(generator_opt, True, batch[0])
+
     class StepClock(pl.Callback):
         def __init__(self) -> None:
             self.ends: list[float] = []
@@ -125,7 +143,7 @@ def measure(
     def fit(compiled: bool) -> tuple[GAN, StepClock]:
         torch.manual_seed(0)
         data = DataLoader(TensorDataset(torch.randn(batch * steps, 64)), batch_size=batch)
-        module = GAN()
+        module = DCGAN() if dcgan else GAN()
         model = _compiled(module, compile_what, counting) if compiled else module
         clock = StepClock()
         trainer = pl.Trainer(
@@ -153,6 +171,7 @@ def measure(
         "device": device,
         "compile": compile_what,
         "batch": batch,
+        "dcgan": dcgan,
         "modules": sum(1 for _ in eager.modules()),
         **outcome,
     }
@@ -241,6 +260,12 @@ def measure_plain(
         "lightning": None, "backend": backend, "plain": design, "depth": depth, "fused": fused, "device": device,
         "batch": batch, "modules": sum(1 for _ in eager.modules()), **outcome,
     }  # fmt: skip
+
+
+def refuse(message: str) -> NoReturn:
+    """Bad input: one ``error:`` line on stderr and exit status 2, before anything is measured or written."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _synchronize(device: str) -> None:
@@ -460,7 +485,7 @@ def write_table(page: Path, block: str) -> None:
     """Replace the block between the markers of ``page`` (docs/compile-cost.md) with ``block``."""
     text = page.read_text()
     if TABLE_BEGIN not in text or TABLE_END not in text:
-        sys.exit(f"error: {page} has no compile-cost markers; add {TABLE_BEGIN!r} and {TABLE_END!r} lines")
+        refuse(f"{page} has no compile-cost markers; add {TABLE_BEGIN!r} and {TABLE_END!r} lines")
     head, rest = text.split(TABLE_BEGIN, 1)
     page.write_text(head + block + rest.split(TABLE_END, 1)[1])
 
@@ -483,6 +508,10 @@ def build_parser() -> argparse.ArgumentParser:
         "networks, or its loss method",
     )  # fmt: skip
     one.add_argument("--batch", type=int, default=32, help="batch size (default 32)")
+    one.add_argument(
+        "--dcgan", action="store_true", help="the discriminator's phase first, its loss on real and generated samples:"
+        " the generator runs under both optimizers' toggles (what pytorch#139476 breaks, compiled on its own)",
+    )  # fmt: skip
     rows = commands.add_parser("table", help="the table of docs/compile-cost.md: 2.6.6 + backports vs the series")
     rows.add_argument("--python", required=True, help="Python of an environment with torch and Lightning's deps")
     rows.add_argument("--tree", type=Path, required=True, help="the main job's tree (branches base and series)")
@@ -523,22 +552,23 @@ def main(argv: list[str] | None = None) -> None:
     keep_out = [helper for helper in args.keep_out.split(",") if helper]
     unknown = sorted(set(keep_out) - set(HELPERS))
     if unknown:
-        sys.exit(f"error: --keep-out knows {', '.join(HELPERS)}, not {', '.join(unknown)}")
+        refuse(f"--keep-out knows {', '.join(HELPERS)}, not {', '.join(unknown)}")
     if args.steps <= WARMUP_STEPS or args.depth < 1:
-        sys.exit(f"error: --steps must be more than {WARMUP_STEPS} (the warm-up) and --depth at least 1")
-    if args.plain and (keep_out or args.clip or args.style != "calls" or args.compile != "model"):
-        sys.exit(
-            "error: --plain measures the GAN without Lightning; --style, --keep-out, --clip and --compile do not apply"
+        refuse(f"--steps must be more than {WARMUP_STEPS} (the warm-up) and --depth at least 1")
+    if args.plain and (keep_out or args.clip or args.style != "calls" or args.compile != "model" or args.dcgan):
+        refuse(
+            "--plain measures the GAN without Lightning; --style, --keep-out, --clip, --compile and --dcgan do"
+            " not apply"
         )
     if args.device == "cuda" and args.threads is not None:
-        sys.exit("error: --threads sets torch's CPU intra-op threads; it does not apply with --device cuda")
+        refuse("--threads sets torch's CPU intra-op threads; it does not apply with --device cuda")
     with tempfile.TemporaryDirectory(prefix="compile-cost-inductor-") as cache:
         if not args.reuse_cache:  # read when torch is first imported, which is next
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
         import torch
 
         if args.device == "cuda" and not torch.cuda.is_available():
-            sys.exit(f"error: --device cuda, but torch {torch.__version__} sees no CUDA device")
+            refuse(f"--device cuda, but torch {torch.__version__} sees no CUDA device")
         if args.device == "cpu":
             torch.set_num_threads(threads)
         if args.plain:
@@ -548,7 +578,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             result = measure(
                 args.backend, args.style, args.steps, keep_out, args.clip, args.depth, args.fused, args.device,
-                args.compile, args.batch,
+                args.compile, args.batch, args.dcgan,
             )  # fmt: skip
     result["threads"] = threads if args.device == "cpu" else None
     result["inductor_cache"] = "reused" if args.reuse_cache else "empty"

@@ -39,14 +39,15 @@ def test_an_unknown_device_is_refused_by_the_parser(compile_cost, capsys):
     assert "invalid choice: 'tpu'" in capsys.readouterr().err
 
 
-def test_threads_do_not_apply_on_cuda_and_are_refused_before_torch_is_imported(compile_cost, monkeypatch):
+def test_threads_do_not_apply_on_cuda_and_are_refused_before_torch_is_imported(compile_cost, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch", None)  # importing torch would fail: the refusal comes first
 
     with pytest.raises(SystemExit) as exited:
         compile_cost.main(["measure", "--device", "cuda", "--threads", "2"])
 
-    assert exited.value.code == (
-        "error: --threads sets torch's CPU intra-op threads; it does not apply with --device cuda"
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: --threads sets torch's CPU intra-op threads; it does not apply with --device cuda\n"
     )
 
 
