@@ -13,6 +13,7 @@ from patchseries.harness import series_test_files, write_harness
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
 from patchseries.series import read_series
+from patchseries.trees import claim_scratch
 
 
 def _apply(synthetic, log=quiet, ws=None):
@@ -83,8 +84,10 @@ def test_failing_patch_is_named_and_leaves_no_tree(synthetic):
 
 def test_leftovers_of_a_killed_run_are_the_tools_and_removed(synthetic):
     """A run killed (SIGKILL) while building leaves ``<tree>.partial`` or, between two renames, ``<tree>.old``."""
+    synthetic.ws.trees.mkdir(parents=True)
     for leftover in ("sdist-1.0.partial", "sdist-1.0.old"):
-        (synthetic.ws.trees / leftover).mkdir(parents=True)
+        claim_scratch(synthetic.ws.trees / leftover)  # as the killed run did before making it
+        (synthetic.ws.trees / leftover).mkdir()
         (synthetic.ws.trees / leftover / "junk").write_text("left by a killed run")
 
     base, result = _apply(synthetic)

@@ -14,6 +14,7 @@ from patchseries.cli import main
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace
 from patchseries.pin import load_pin
+from patchseries.trees import claim_scratch
 
 
 def _workspace(tmp_path, name="work"):
@@ -66,7 +67,9 @@ def test_interrupted_base_build_is_recovered(tmp_path):
     write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
     ws = _workspace(tmp_path)
     leftover = ws.trees / "sdist-1.0.partial"
-    leftover.mkdir(parents=True)
+    ws.trees.mkdir(parents=True)
+    claim_scratch(leftover)  # as the killed run did before making it
+    leftover.mkdir()
     (leftover / "junk").write_text("left by a killed run")
     (ws.trees / "sdist-1.0").mkdir()  # a tree without .git: an interrupted rename
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -338,3 +339,25 @@ def test_a_commit_in_the_tools_base_worktree_is_refused_and_kept(synthetic):
     assert proc.returncode == 2
     assert f"its worktree {beside} is not detached at branch base" in proc.stderr.splitlines()[-1]
     assert git(beside, "rev-parse", "HEAD") == mine
+
+
+@pytest.mark.parametrize("scratch", ["sdist-1.0.old", "sdist-1.0.partial", "sdist-1.0.partial.unpack"])
+@pytest.mark.parametrize("command", ["apply", "edit"])
+def test_a_persons_folder_under_one_of_the_tools_scratch_names_is_refused_and_kept(synthetic, scratch, command):
+    """Left by issue #31: a person who moved a refused tree to ``<tree>.old`` lost it to the next run."""
+    assert synthetic.run("apply").returncode == 0
+    folder = (synthetic.ws.trees if command == "apply" else synthetic.tree.parent) / scratch
+    folder.mkdir()
+    (folder / "mine.py").write_text("a person's work\n")
+    if command == "edit":
+        shutil.rmtree(synthetic.tree)  # so that `edit` makes a tree again, beside the person's folder
+    _change_patches(synthetic)
+
+    proc = synthetic.run(command)
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        f"error: {folder} is in the way: the tool works under that name and did not make what is there, which may be"
+        " yours; move it away and re-run; nothing was changed"
+    )
+    assert _snapshot(folder) == {"mine.py": hashlib.sha256(b"a person's work\n").hexdigest()}

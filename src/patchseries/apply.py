@@ -19,7 +19,7 @@ from pathlib import Path
 from patchseries.base import BASE_REF, BaseSource, BaseTree, build_base
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, git, git_path, has_path, out
-from patchseries.paths import Workspace, remove
+from patchseries.paths import Workspace
 from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, fingerprint
@@ -29,7 +29,9 @@ from patchseries.trees import (
     changes_since_built,
     read_record,
     refuse_unless_built,
+    release_scratch,
     remove_leftovers,
+    remove_scratch,
     replace_tree,
 )
 
@@ -94,6 +96,7 @@ def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
         base = build_base(ws, pin, source, building, log)
         apply_series(base, patches, pin, log)
         building.rename(tree)
+        release_scratch(building)
     log(f"made {tree}: branch {SERIES_BRANCH} is the series on branch base; change it there (git rebase -i base), "
         "then export it")  # fmt: skip
     return tree
@@ -107,7 +110,7 @@ def _building(tree: Path) -> Iterator[Path]:
     try:
         yield building
     except BaseException as exc:
-        remove(building)
+        remove_scratch(building)
         with contextlib.suppress(OSError):
             tree.parent.rmdir()  # and no empty folder of trees either
         if isinstance(exc, OSError) and exc.filename is None and not isinstance(exc, shutil.Error):

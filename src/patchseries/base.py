@@ -24,7 +24,7 @@ from patchseries.interrupts import stage
 from patchseries.paths import Workspace, partial_path, remove
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.trees import remove_tool_worktree, unpack_path
+from patchseries.trees import claim_scratch, remove_scratch, remove_tool_worktree, unpack_path
 
 BASE_BRANCH = "base"
 BASE_REF = f"refs/heads/{BASE_BRANCH}"  # never a tag or remote ref of the same name
@@ -145,8 +145,7 @@ def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
     It is unpacked beside ``building`` (:func:`patchseries.trees.unpack_path`), which the next build removes if a
     SIGKILL left it: a temporary folder of the work directory would outlive such a run for good.
     """
-    scratch = unpack_path(building)
-    remove(scratch)
+    scratch = claim_scratch(unpack_path(building))
     try:
         scratch.mkdir()
         _safe_extract(archive, scratch)
@@ -160,7 +159,7 @@ def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
             shutil.rmtree(egg_info)
         shutil.move(str(unpacked), building)
     finally:
-        remove(scratch)
+        remove_scratch(scratch)
     _init_fixed_commit(building, pin)
     commit = out("rev-parse", "HEAD", cwd=building)
     if pin.base_commit and commit != pin.base_commit:

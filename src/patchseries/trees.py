@@ -183,10 +183,10 @@ def replace_tree(tree: Path, built: Path) -> None:
     """Put the freshly built ``built`` at ``tree``, whose old content (if any) was shown to be the tool's unchanged.
 
     The tool's worktrees of the old tree go first, each only while clean. An interrupt between the renames puts the old
-    tree back; a SIGKILL there leaves it under ``<tree>.old`` and no tree: the next run removes it and builds afresh.
+    tree back; a SIGKILL there leaves it under ``<tree>.old`` (claimed) and no tree: the next run removes it and builds
+    afresh.
     """
-    old = tree.with_name(tree.name + ".old")
-    remove(old)
+    old = claim_scratch(tree.with_name(tree.name + ".old"))
     if tree.exists() or tree.is_symlink():
         for worktree in tool_worktrees(tree):
             remove_tool_worktree(tree, worktree)
@@ -197,8 +197,11 @@ def replace_tree(tree: Path, built: Path) -> None:
     except BaseException:  # an interrupt (or a failure) between the renames: the old tree goes back in place
         if old.exists() and not (tree.exists() or tree.is_symlink()):
             old.rename(tree)
+        release_scratch(old)
         raise
-    remove(old)
+    finally:
+        release_scratch(built)
+    remove_scratch(old)
 
 
 def remove_tool_worktree(tree: Path, worktree: Path) -> None:
@@ -216,22 +219,55 @@ def remove_tool_worktree(tree: Path, worktree: Path) -> None:
 
 
 def building_path(tree: Path) -> Path:
-    """Where a tree is built before it is renamed into place (after :func:`remove_leftovers`)."""
+    """Where a tree is built before it is renamed into place (after :func:`remove_leftovers`), claimed."""
     remove_leftovers(tree)
-    return partial_path(tree)
+    return claim_scratch(partial_path(tree))
 
 
 def remove_leftovers(tree: Path) -> None:
     """What a SIGKILLed run can leave beside ``tree`` under the tool's names (the half-built tree, the sdist unpacked
-    beside it, an old tree between two renames): the tool's, removed at the start of every run on ``tree``."""
+    beside it, an old tree between two renames): removed at the start of every run on ``tree`` when the tool claimed
+    them, refused when it did not."""
     building = partial_path(tree)
     for leftover in (building, unpack_path(building), tree.with_name(tree.name + ".old")):
-        remove(leftover)
+        remove_scratch(leftover)
 
 
 def unpack_path(building: Path) -> Path:
     """Where the sdist is unpacked before it becomes ``building``."""
     return building.with_name(building.name + ".unpack")
+
+
+def claim_scratch(path: Path) -> Path:
+    """Claim ``path``, one of the tool's scratch names beside a tree, before anything is made there: the tool removes
+    only what it claimed, so a person's folder moved to such a name (``<tree>.old``) is never deleted."""
+    remove_scratch(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_file(_claim(path), "made by patchseries; removed with what is beside it\n")
+    return path
+
+
+def remove_scratch(path: Path) -> None:
+    """Remove ``path`` and its claim; something at ``path`` that the tool did not claim is refused, left as it is."""
+    claim = _claim(path)
+    if path.exists() or path.is_symlink():
+        if not claim.is_file() or claim.is_symlink():
+            raise SeriesError(
+                f"{path} is in the way: the tool works under that name and did not make what is there, which may be"
+                " yours; move it away and re-run; nothing was changed"
+            )
+        remove(path)
+    release_scratch(path)
+
+
+def release_scratch(path: Path) -> None:
+    """Drop the claim of ``path`` once nothing of the tool's is left there (renamed into place, or removed)."""
+    if not (path.exists() or path.is_symlink()):
+        _claim(path).unlink(missing_ok=True)
+
+
+def _claim(path: Path) -> Path:
+    return path.with_name(path.name + ".patchseries-scratch")
 
 
 def refuse_operation_in_progress(repo: Path) -> None:
