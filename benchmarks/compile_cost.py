@@ -172,6 +172,7 @@ def measure(
         "compile": compile_what,
         "batch": batch,
         "dcgan": dcgan,
+        "ignore_logging": bool(_ignored_logging()),  # the run's --ignore-logging
         "modules": sum(1 for _ in eager.modules()),
         **outcome,
     }
@@ -260,6 +261,28 @@ def measure_plain(
         "lightning": None, "backend": backend, "plain": design, "depth": depth, "fused": fused, "device": device,
         "batch": batch, "modules": sum(1 for _ in eager.modules()), **outcome,
     }  # fmt: skip
+
+
+def _ignore_logger_debug() -> None:
+    """Let Dynamo skip ``logging.Logger.debug`` calls in traced code instead of breaking the graph at each one."""
+    import logging
+
+    import torch
+
+    ignored = _ignored_logging()
+    if ignored is None:
+        refuse(f"--ignore-logging needs torch's ignore_logger_methods (2.6 and later), not torch {torch.__version__}")
+    ignored.add(logging.Logger.debug)
+
+
+def _ignored_logging() -> set[Any] | None:
+    """Dynamo's set of logging functions it skips: ``ignore_logging_functions``, ``ignore_logger_methods`` before."""
+    import torch._dynamo.config as dynamo_config
+
+    for name in ("ignore_logging_functions", "ignore_logger_methods"):
+        if hasattr(dynamo_config, name):
+            return getattr(dynamo_config, name)
+    return None
 
 
 def refuse(message: str) -> NoReturn:
@@ -509,6 +532,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     one.add_argument("--batch", type=int, default=32, help="batch size (default 32)")
     one.add_argument(
+        "--ignore-logging", action="store_true", help="Dynamo ignores `logging.Logger.debug` instead of breaking the"
+        " graph there (torch's `ignore_logging_functions`; what Lightning's hook-dispatch `log.debug` costs)",
+    )  # fmt: skip
+    one.add_argument(
         "--dcgan", action="store_true", help="the discriminator's phase first, its loss on real and generated samples:"
         " the generator runs under both optimizers' toggles (what pytorch#139476 breaks, compiled on its own)",
     )  # fmt: skip
@@ -571,6 +598,8 @@ def main(argv: list[str] | None = None) -> None:
             refuse(f"--device cuda, but torch {torch.__version__} sees no CUDA device")
         if args.device == "cpu":
             torch.set_num_threads(threads)
+        if args.ignore_logging:
+            _ignore_logger_debug()
         if args.plain:
             result = measure_plain(
                 args.backend, args.plain, args.steps, args.depth, args.fused, args.device, args.batch
