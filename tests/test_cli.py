@@ -311,6 +311,23 @@ def test_blank_workdir_variable_is_refused_and_makes_nothing(synthetic, tmp_path
     assert list(here.iterdir()) == []
 
 
+@pytest.mark.parametrize("inside", [".", "src/fakelib"])
+def test_a_workdir_inside_a_persons_git_tree_is_refused_and_the_tree_left(synthetic, inside):
+    """Left by issue #31: ``PATCHSERIES_WORKDIR=.work/edit/<base>`` wrote downloads/ and trees/ into the edit tree."""
+    workdir = (synthetic.tree / inside).resolve()
+    before = sorted(str(path.relative_to(synthetic.tree)) for path in synthetic.tree.rglob("*"))
+    env = {**os.environ, "PATCHSERIES_WORKDIR": str(workdir)}
+
+    proc = cli("apply", "--patches", str(synthetic.ws.patches), env=env)
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: the work directory {workdir} is inside the git tree {synthetic.tree}, which may be yours: the tool "
+        "would write downloads/ and trees/ into it; pass a --workdir outside it"
+    ]
+    assert sorted(str(path.relative_to(synthetic.tree)) for path in synthetic.tree.rglob("*")) == before
+
+
 @pytest.mark.parametrize(("given", "torch"), [("2.13", "2.13.0"), ("2.13.0", "2.13.0"), ("2.4", "2.4.0")])
 def test_a_release_without_its_patch_number_is_its_full_number(synthetic, monkeypatch, given, torch):
     """Issue 31, row 15: ``--torch 2.13`` built a second environment (``torch2.13``) beside 2.13.0's."""

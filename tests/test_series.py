@@ -18,6 +18,14 @@ def test_reads_series_in_order_with_changes_and_trailers(synthetic):
     assert ("Bug", "https://example.invalid/1") in patches[0].trailers
 
 
+def test_a_byte_order_mark_before_the_first_name_is_not_part_of_it(synthetic):
+    """Left by issue #31: a BOM some editors write gave an error naming an invisible character."""
+    series = synthetic.ws.series_file
+    series.write_bytes(b"\xef\xbb\xbf" + series.read_bytes())
+
+    assert [p.subject for p in read_series(series)] == ["Fix the answer", "Add a CHANGELOG entry"]
+
+
 def test_series_naming_a_missing_file_is_refused(synthetic):
     with synthetic.ws.series_file.open("a") as handle:
         handle.write("0009-missing.patch\n")

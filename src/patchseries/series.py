@@ -88,7 +88,8 @@ def read_series(series_file: Path) -> list[Patch]:
 def _series_lines(series_file: Path) -> list[str]:
     """The series file's lines; one that is not UTF-8 is refused by name (its patch names would be misread)."""
     try:
-        return series_file.read_bytes().decode().splitlines()
+        # a byte order mark some editors write would otherwise be part of the first patch's name
+        return series_file.read_bytes().decode().removeprefix("\ufeff").splitlines()
     except UnicodeDecodeError as exc:
         raise SeriesError(
             f"{series_file} is not UTF-8 text ({exc.reason} at byte {exc.start}); list the patch file names in UTF-8"
