@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import commit, git
+from patchseries import scratch
 from patchseries.apply import SERIES_BRANCH, apply_series, tool_tree
 from patchseries.base import BaseTree, resolve_source
 from patchseries.errors import SeriesError
@@ -13,7 +14,6 @@ from patchseries.harness import series_test_files, write_harness
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
 from patchseries.series import read_series
-from patchseries.trees import claim_scratch
 
 
 def _apply(synthetic, log=quiet, ws=None):
@@ -86,8 +86,7 @@ def test_leftovers_of_a_killed_run_are_the_tools_and_removed(synthetic):
     """A run killed (SIGKILL) while building leaves ``<tree>.partial`` or, between two renames, ``<tree>.old``."""
     synthetic.ws.trees.mkdir(parents=True)
     for leftover in ("sdist-1.0.partial", "sdist-1.0.old"):
-        claim_scratch(synthetic.ws.trees / leftover)  # as the killed run did before making it
-        (synthetic.ws.trees / leftover).mkdir()
+        scratch.make_dir(scratch.claim(synthetic.ws.trees / leftover))  # as the killed run made it
         (synthetic.ws.trees / leftover / "junk").write_text("left by a killed run")
 
     base, result = _apply(synthetic)

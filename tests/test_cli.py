@@ -322,10 +322,25 @@ def test_a_workdir_inside_a_persons_git_tree_is_refused_and_the_tree_left(synthe
 
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"error: the work directory {workdir} is inside the git tree {synthetic.tree}, which may be yours: the tool "
-        "would write downloads/ and trees/ into it; pass a --workdir outside it"
+        f"error: the work directory {workdir} is inside the git tree {synthetic.tree}, which does not ignore it and "
+        "may be yours: the tool would write downloads/ and trees/ among its files; pass a --workdir outside it"
     ]
     assert sorted(str(path.relative_to(synthetic.tree)) for path in synthetic.tree.rglob("*")) == before
+
+
+@pytest.mark.parametrize(("workdir", "refused"), [(".work", False), (".", True), ("src", True)])
+def test_a_workdir_in_a_git_tree_is_used_only_where_that_tree_ignores_it(synthetic, tmp_path, workdir, refused):
+    """As the project's own ``.work/``: a clone whose .gitignore lists the folder; its files are never written."""
+    clone = tmp_path / "clone"
+    (clone / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    (clone / ".gitignore").write_text("/.work/\n")
+
+    proc = cli("fetch", "--patches", str(synthetic.ws.patches), "--workdir", str(clone / workdir))
+
+    assert proc.returncode == (2 if refused else 0), proc.stderr
+    made = sorted(path.name for path in clone.iterdir())
+    assert made == ([".git", ".gitignore", "src"] if refused else [".git", ".gitignore", ".work", "src"])
 
 
 @pytest.mark.parametrize(("given", "torch"), [("2.13", "2.13.0"), ("2.13.0", "2.13.0"), ("2.4", "2.4.0")])

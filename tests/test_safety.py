@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli, commit, git
+from patchseries import scratch
 
 CORE = "src/fakelib/core.py"
 
@@ -341,10 +342,19 @@ def test_a_commit_in_the_tools_base_worktree_is_refused_and_kept(synthetic):
     assert git(beside, "rev-parse", "HEAD") == mine
 
 
-@pytest.mark.parametrize("scratch", ["sdist-1.0.old", "sdist-1.0.partial", "sdist-1.0.partial.unpack"])
-@pytest.mark.parametrize("command", ["apply", "edit"])
-def test_a_persons_folder_under_one_of_the_tools_scratch_names_is_refused_and_kept(synthetic, scratch, command):
-    """Left by issue #31: a person who moved a refused tree to ``<tree>.old`` lost it to the next run."""
+@pytest.mark.parametrize(
+    ("command", "scratch", "needed"),
+    [
+        ("apply", "sdist-1.0.old", True),  # the old tree is renamed there: the series changed
+        ("apply", "sdist-1.0.partial", True),
+        ("apply", "sdist-1.0.partial.unpack", True),
+        ("edit", "sdist-1.0.partial", True),
+        ("edit", "sdist-1.0.old", False),  # `edit` never replaces a tree
+    ],
+)
+def test_a_persons_folder_under_one_of_the_tools_scratch_names_is_kept(synthetic, command, scratch, needed):
+    """Left by issue #31: a person who moved a refused tree to ``<tree>.old`` lost it to the next run. A run that
+    needs the name stops, naming it; one that does not leaves it."""
     assert synthetic.run("apply").returncode == 0
     folder = (synthetic.ws.trees if command == "apply" else synthetic.tree.parent) / scratch
     folder.mkdir()
@@ -355,9 +365,30 @@ def test_a_persons_folder_under_one_of_the_tools_scratch_names_is_refused_and_ke
 
     proc = synthetic.run(command)
 
+    assert _snapshot(folder) == {"mine.py": hashlib.sha256(b"a person's work\n").hexdigest()}
+    if not needed:
+        assert proc.returncode == 0, proc.stderr
+        return
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.splitlines()[-1] == (
         f"error: {folder} is in the way: the tool works under that name and did not make what is there, which may be"
         " yours; move it away and re-run; nothing was changed"
     )
-    assert _snapshot(folder) == {"mine.py": hashlib.sha256(b"a person's work\n").hexdigest()}
+
+
+def test_a_claim_left_by_a_killed_run_never_removes_a_folder_moved_there_later(synthetic):
+    """The claim names the folder the tool made; a person's folder moved to the name afterwards is another one."""
+    assert synthetic.run("apply").returncode == 0
+    old = synthetic.ws.trees / "sdist-1.0.old"
+    scratch.claim(old, moving_here=synthetic.ws.trees / "sdist-1.0")  # a run killed right after claiming
+    refused = synthetic.ws.trees / "mine"
+    refused.mkdir()
+    (refused / "mine.py").write_text("a person's work\n")
+    refused.rename(old)
+    _change_patches(synthetic)
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1].startswith(f"error: {old} is in the way")
+    assert (old / "mine.py").read_text() == "a person's work\n"

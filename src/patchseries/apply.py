@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchseries import scratch
 from patchseries.base import BASE_REF, BaseSource, BaseTree, build_base
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, git, git_path, has_path, out
@@ -29,9 +30,7 @@ from patchseries.trees import (
     changes_since_built,
     read_record,
     refuse_unless_built,
-    release_scratch,
     remove_leftovers,
-    remove_scratch,
     replace_tree,
 )
 
@@ -96,7 +95,7 @@ def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
         base = build_base(ws, pin, source, building, log)
         apply_series(base, patches, pin, log)
         building.rename(tree)
-        release_scratch(building)
+        scratch.release(building)
     log(f"made {tree}: branch {SERIES_BRANCH} is the series on branch base; change it there (git rebase -i base), "
         "then export it")  # fmt: skip
     return tree
@@ -110,7 +109,7 @@ def _building(tree: Path) -> Iterator[Path]:
     try:
         yield building
     except BaseException as exc:
-        remove_scratch(building)
+        scratch.remove(building)
         with contextlib.suppress(OSError):
             tree.parent.rmdir()  # and no empty folder of trees either
         if isinstance(exc, OSError) and exc.filename is None and not isinstance(exc, shutil.Error):

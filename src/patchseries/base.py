@@ -17,14 +17,14 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchseries import gitcmd
+from patchseries import gitcmd, scratch
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, add_excludes, git, out
 from patchseries.interrupts import stage
 from patchseries.paths import Workspace, partial_path, remove
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.trees import claim_scratch, remove_scratch, remove_tool_worktree, unpack_path
+from patchseries.trees import remove_tool_worktree, unpack_path
 
 BASE_BRANCH = "base"
 BASE_REF = f"refs/heads/{BASE_BRANCH}"  # never a tag or remote ref of the same name
@@ -87,7 +87,9 @@ def build_base(ws: Workspace, pin: Pin, source: BaseSource, dest: Path, log: Log
         archive = download_sdist(ws, pin, log)
         log(f"making the base repository from {archive.name}")
         _build_base(ws, pin, archive, dest)
-    elif source.kind == "checkout":
+        return BaseTree(dest, source.kind)
+    scratch.make_dir(dest)  # git clones into the empty folder: recorded as the tool's before anything is in it
+    if source.kind == "checkout":
         log(f"cloning {source.location} at {source.ref[:12]} (shared, read-only for the original)")
         _clone(dest, source.location, ["--shared", "--no-checkout"], source.ref)
     elif pin.commit:
@@ -145,21 +147,22 @@ def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
     It is unpacked beside ``building`` (:func:`patchseries.trees.unpack_path`), which the next build removes if a
     SIGKILL left it: a temporary folder of the work directory would outlive such a run for good.
     """
-    scratch = claim_scratch(unpack_path(building))
+    unpacking = scratch.make_dir(scratch.claim(unpack_path(building)))
     try:
-        scratch.mkdir()
-        _safe_extract(archive, scratch)
+        _safe_extract(archive, unpacking)
         stage("fetch-unpacked")
-        unpacked = scratch / pin.sdist_root
+        unpacked = unpacking / pin.sdist_root
         if not unpacked.is_dir():
             raise SeriesError(
                 f"{archive.name} has no top-level folder {pin.sdist_root!r}; check [sdist].root in the pin"
             )
         for egg_info in unpacked.glob("src/*.egg-info"):
             shutil.rmtree(egg_info)
-        shutil.move(str(unpacked), building)
+        scratch.make_dir(building)
+        for child in unpacked.iterdir():  # into the folder the claim names, so that a killed run's is removed
+            child.rename(building / child.name)
     finally:
-        remove_scratch(scratch)
+        scratch.remove(unpacking)
     _init_fixed_commit(building, pin)
     commit = out("rev-parse", "HEAD", cwd=building)
     if pin.base_commit and commit != pin.base_commit:

@@ -14,13 +14,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from patchseries.errors import SeriesError
+from patchseries.gitcmd import git
 
 LOCK_NAME = "patchseries.lock"
 
 
 @contextmanager
 def workdir_lock(workdir: Path, what: str) -> Iterator[None]:
-    """Hold the work directory's lock, or refuse at once, naming the run that holds it."""
+    """Hold the work directory's lock, or refuse at once, naming the run that holds it; a work directory in a git
+    tree that does not ignore it is refused before it is made (:func:`refuse_unless_ignored`)."""
+    refuse_unless_ignored(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -59,3 +62,19 @@ def series_lock(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def refuse_unless_ignored(workdir: Path) -> None:
+    """Refuse a work directory inside a git tree that does not ignore it (``.work/edit/<base>``, a clone of yours,
+    ``--workdir .`` in the project): the tool's downloads and trees would be written among that tree's files. The
+    project's ``.work/`` and any folder outside a git tree are fine."""
+    for folder in (workdir, *workdir.parents):
+        if not (folder / ".git").exists():
+            continue
+        # a path inside the work directory: git tells a folder pattern (`/.work/`) only for a path below it
+        if git("check-ignore", "--quiet", workdir / "downloads", cwd=folder, check=False).returncode != 0:
+            raise SeriesError(
+                f"the work directory {workdir} is inside the git tree {folder}, which does not ignore it and may be "
+                "yours: the tool would write downloads/ and trees/ among its files; pass a --workdir outside it"
+            )
+        return

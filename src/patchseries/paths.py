@@ -27,19 +27,6 @@ def project_root(start: Path | None = None) -> Path | None:
     return next((folder for folder in (here, *here.parents) if _has_series(folder)), None)
 
 
-def _refuse_inside_another_git_tree(workdir: Path, checkout: Path) -> None:
-    """Refuse a work directory inside a git tree other than the project's ``checkout`` (an edit tree, a clone of
-    yours): the tool would write its downloads and trees into that tree."""
-    for folder in (workdir, *workdir.parents):
-        if folder == checkout.resolve():
-            return
-        if (folder / ".git").exists():
-            raise SeriesError(
-                f"the work directory {workdir} is inside the git tree {folder}, which may be yours: the tool would "
-                "write downloads/ and trees/ into it; pass a --workdir outside it"
-            )
-
-
 def _has_series(folder: Path) -> bool:
     return (folder / SERIES_DIR / "series").is_file()
 
@@ -78,7 +65,6 @@ class Workspace:
             raise SeriesError(
                 f"the work directory {workdir} is a file; pass a directory as --workdir (made if missing)"
             )
-        _refuse_inside_another_git_tree(workdir, root or patches.resolve().parent)
         return cls(patches=patches.resolve(), workdir=workdir, project=root)
 
     @property

@@ -17,11 +17,12 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from patchseries import scratch
 from patchseries.atomic import write_file
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, git_path, hidden_files, uncommitted_files
 from patchseries.interrupts import stage
-from patchseries.paths import partial_path, remove
+from patchseries.paths import partial_path
 
 RECORD = "patchseries-tree"  # in the tree's .git directory
 _OLD_RECORD = "patchseries-applied"  # what versions before the disposable trees wrote: "<fingerprint> <base> <head>"
@@ -183,25 +184,27 @@ def replace_tree(tree: Path, built: Path) -> None:
     """Put the freshly built ``built`` at ``tree``, whose old content (if any) was shown to be the tool's unchanged.
 
     The tool's worktrees of the old tree go first, each only while clean. An interrupt between the renames puts the old
-    tree back; a SIGKILL there leaves it under ``<tree>.old`` (claimed) and no tree: the next run removes it and builds
-    afresh.
+    tree back; a SIGKILL there leaves it under ``<tree>.old`` (claimed as that very folder) and no tree: the next run
+    removes it and builds afresh.
     """
-    old = claim_scratch(tree.with_name(tree.name + ".old"))
     if tree.exists() or tree.is_symlink():
         for worktree in tool_worktrees(tree):
             remove_tool_worktree(tree, worktree)
-        tree.rename(old)
+    old = tree.with_name(tree.name + ".old")
     try:
+        if tree.exists() or tree.is_symlink():
+            scratch.claim(old, moving_here=tree)
+            tree.rename(old)
         stage("replace-between-renames")
         built.rename(tree)
     except BaseException:  # an interrupt (or a failure) between the renames: the old tree goes back in place
         if old.exists() and not (tree.exists() or tree.is_symlink()):
             old.rename(tree)
-        release_scratch(old)
+        scratch.release(old)
         raise
     finally:
-        release_scratch(built)
-    remove_scratch(old)
+        scratch.release(built)
+    scratch.remove(old)
 
 
 def remove_tool_worktree(tree: Path, worktree: Path) -> None:
@@ -221,53 +224,21 @@ def remove_tool_worktree(tree: Path, worktree: Path) -> None:
 def building_path(tree: Path) -> Path:
     """Where a tree is built before it is renamed into place (after :func:`remove_leftovers`), claimed."""
     remove_leftovers(tree)
-    return claim_scratch(partial_path(tree))
+    return scratch.claim(partial_path(tree))
 
 
 def remove_leftovers(tree: Path) -> None:
     """What a SIGKILLed run can leave beside ``tree`` under the tool's names (the half-built tree, the sdist unpacked
-    beside it, an old tree between two renames): removed at the start of every run on ``tree`` when the tool claimed
-    them, refused when it did not."""
+    beside it, an old tree between two renames): removed at the start of every run on ``tree`` (see
+    :mod:`patchseries.scratch`: only what the tool claimed)."""
     building = partial_path(tree)
     for leftover in (building, unpack_path(building), tree.with_name(tree.name + ".old")):
-        remove_scratch(leftover)
+        scratch.remove_leftover(leftover)
 
 
 def unpack_path(building: Path) -> Path:
     """Where the sdist is unpacked before it becomes ``building``."""
     return building.with_name(building.name + ".unpack")
-
-
-def claim_scratch(path: Path) -> Path:
-    """Claim ``path``, one of the tool's scratch names beside a tree, before anything is made there: the tool removes
-    only what it claimed, so a person's folder moved to such a name (``<tree>.old``) is never deleted."""
-    remove_scratch(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_file(_claim(path), "made by patchseries; removed with what is beside it\n")
-    return path
-
-
-def remove_scratch(path: Path) -> None:
-    """Remove ``path`` and its claim; something at ``path`` that the tool did not claim is refused, left as it is."""
-    claim = _claim(path)
-    if path.exists() or path.is_symlink():
-        if not claim.is_file() or claim.is_symlink():
-            raise SeriesError(
-                f"{path} is in the way: the tool works under that name and did not make what is there, which may be"
-                " yours; move it away and re-run; nothing was changed"
-            )
-        remove(path)
-    release_scratch(path)
-
-
-def release_scratch(path: Path) -> None:
-    """Drop the claim of ``path`` once nothing of the tool's is left there (renamed into place, or removed)."""
-    if not (path.exists() or path.is_symlink()):
-        _claim(path).unlink(missing_ok=True)
-
-
-def _claim(path: Path) -> Path:
-    return path.with_name(path.name + ".patchseries-scratch")
 
 
 def refuse_operation_in_progress(repo: Path) -> None:
