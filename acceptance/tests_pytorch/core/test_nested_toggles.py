@@ -11,14 +11,20 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Nested toggles (release 0010, forward 0008): no parameter stays frozen that was trainable before the outermost one.
+"""Nested toggles (release 0010, forward 0008): toggles nest like a stack.
 
 On Lightning 2.6.6 a toggle inside another recorded the parameters the outer toggle had frozen as frozen, and the
-untoggles restored them frozen: the other optimizer's parameters never trained again. Toggles of one optimizer inside
-each other now restore every parameter; a toggle of another optimizer, whose parameters the outer toggle froze, is
-refused with a ``RuntimeError`` (which state to restore would be ambiguous). Each case nests toggles in the first
-batch only, then trains plain steps of both optimizers, and checks every parameter's ``requires_grad`` after the
-nesting and that the once-frozen parameters train afterwards. A parameter the user froze stays frozen.
+untoggles restored them frozen: the other optimizer's parameters never trained again. Now each untoggle restores what
+its own toggle found, so the outermost one restores every parameter to what it was before any toggle, also when a
+block raises. An inner toggle of the same optimizer changes nothing for the outer one, and a parameter the user froze
+inside a toggle stays frozen. A toggle of another optimizer inside a toggle makes that optimizer's parameters trainable
+as they were before the toggles froze them, freezes every other one, and its untoggle puts the outer toggle's state
+back.
+
+Each case nests toggles in the first batch only, recording which parameters require grad at each level, then trains
+plain steps of both optimizers: the nested module trains bit-identically to one that never nested (with the same
+parameters frozen by the user), so every once-frozen parameter trains again. Code that does not nest trains
+bit-identically to Lightning 2.6.6's toggles, copied below.
 """
 
 from collections.abc import Callable
@@ -28,12 +34,25 @@ import pytest
 import torch
 from torch import nn
 
+from lightning.pytorch.core.optimizer import LightningOptimizer
 from lightning.pytorch.demos.boring_classes import BoringModel
 from tests_pytorch.helpers.compile_toggling import fit
 
+FIRST = frozenset({"first.weight", "first.bias"})  # the first optimizer's trainable parameters (`frozen` is the user's)
+LAYER = frozenset({"layer.weight", "layer.bias"})  # the second optimizer's
+BOTH = FIRST | LAYER
+
+
+def _trainable(module: nn.Module) -> frozenset:
+    return frozenset(name for name, p in module.named_parameters() if p.requires_grad)
+
 
 class Nested(BoringModel):
-    """Two optimizers (``first`` with the user-frozen ``frozen``, and ``layer``); ``nest`` runs in the first batch."""
+    """Two optimizers (``first`` with the user-frozen ``frozen``, and ``layer``); ``nest`` runs in the first batch.
+
+    ``nest(module, opt_first, opt_second)`` calls ``module.record(label)`` to remember which parameters require grad.
+
+    """
 
     def __init__(self, nest: Callable[["Nested", Any, Any], None]) -> None:
         super().__init__()
@@ -42,7 +61,11 @@ class Nested(BoringModel):
         self.first = nn.Linear(32, 32)
         self.frozen = nn.Linear(32, 32)
         self.frozen.requires_grad_(False)
-        self.after_nesting: dict[str, bool] = {}
+        self.levels: dict[str, frozenset] = {}
+        self.after_nesting: frozenset = frozenset()
+
+    def record(self, label: str) -> None:
+        self.levels[label] = _trainable(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layer(self.first(self.frozen(x)))
@@ -51,7 +74,7 @@ class Nested(BoringModel):
         opt_first, opt_second = self.optimizers()
         if batch_idx == 0:
             self.nest(self, opt_first, opt_second)
-            self.after_nesting = {name: p.requires_grad for name, p in self.named_parameters()}
+            self.after_nesting = _trainable(self)
         for optimizer in (opt_first, opt_second):
             with self.toggled_optimizer(optimizer):
                 optimizer.zero_grad()
@@ -63,62 +86,363 @@ class Nested(BoringModel):
         return [torch.optim.SGD(first, lr=0.1), torch.optim.SGD(self.layer.parameters(), lr=0.1)]
 
 
-def _toggled_optimizer_in_toggle_model(module: Nested, opt_first: Any, opt_second: Any) -> None:
-    with opt_first.toggle_model(), module.toggled_optimizer(opt_first):
-        pass
+# --- the issue's two cases ------------------------------------------------------------------------------------------
 
 
-def _toggle_call_in_toggle_model(module: Nested, opt_first: Any, opt_second: Any) -> None:
-    with opt_first.toggle_model():
-        module.toggle_optimizer(opt_first)  # never untoggled itself
+def _same_optimizer_twice(m: Nested, o1: Any, o2: Any) -> None:
+    with m.toggled_optimizer(o1):
+        m.record("outer")
+        with m.toggled_optimizer(o1):
+            m.record("inner")
+        m.record("outer after inner")  # v5 made `layer` trainable here, inside o1's toggle
 
 
-def _toggled_twice_then_untoggled_twice(module: Nested, opt_first: Any, opt_second: Any) -> None:
-    module.toggle_optimizer(opt_first)
-    module.toggle_optimizer(opt_first)
-    module.untoggle_optimizer(opt_first)
-    module.untoggle_optimizer(opt_first)
+def _user_freezes_inside_then_same_optimizer(m: Nested, o1: Any, o2: Any) -> None:
+    with m.toggled_optimizer(o1):
+        m.first.bias.requires_grad_(False)
+        with m.toggled_optimizer(o1):  # v5 raised a RuntimeError here; 2.6.6 runs it
+            m.record("inner")
+        m.record("outer after inner")
 
 
-def _other_optimizer_toggled_inside(module: Nested, opt_first: Any, opt_second: Any) -> None:
-    """Ambiguous (2.6.6 froze the inner optimizer's own parameters): refused, and the outer block restores."""
-    with pytest.raises(RuntimeError, match="another optimizer's toggle"), module.toggled_optimizer(opt_first):
-        module.toggled_optimizer(opt_second).__enter__()
+# --- another optimizer inside a toggle ------------------------------------------------------------------------------
 
 
-def _block_inside_toggle_model(module: Nested, opt_first: Any, opt_second: Any) -> None:
-    with pytest.raises(RuntimeError, match="another optimizer's toggle"), opt_second.toggle_model():
-        module.toggle_optimizer(opt_first)
+def _other_optimizer_inside(m: Nested, o1: Any, o2: Any) -> None:
+    with m.toggled_optimizer(o1):
+        m.record("outer")
+        with m.toggled_optimizer(o2):
+            m.record("inner")
+        m.record("outer after inner")
 
 
-def _same_optimizer_block_inside_toggle_model(module: Nested, opt_first: Any, opt_second: Any) -> None:
-    with opt_first.toggle_model(), module.toggle_optimizer(opt_first):
-        pass
+def _other_optimizer_inside_with_toggle_blocks(m: Nested, o1: Any, o2: Any) -> None:
+    with m.toggle_optimizer(o2):
+        m.record("outer")
+        with m.toggle_optimizer(o1):
+            m.record("inner")
+        m.record("outer after inner")
+
+
+def _other_optimizer_inside_with_calls(m: Nested, o1: Any, o2: Any) -> None:
+    m.toggle_optimizer(o1)
+    m.toggle_optimizer(o2)
+    m.record("inner")
+    m.untoggle_optimizer(o2)
+    m.record("outer after inner")
+    m.untoggle_optimizer(o1)
+
+
+def _user_freezes_then_other_optimizer_inside(m: Nested, o1: Any, o2: Any) -> None:
+    with m.toggled_optimizer(o1):
+        m.first.bias.requires_grad_(False)
+        with m.toggled_optimizer(o2):
+            m.record("inner")
+        m.record("outer after inner")  # the user's freeze is kept
+
+
+# --- blocks that raise ----------------------------------------------------------------------------------------------
+
+
+def _inner_block_raises(m: Nested, o1: Any, o2: Any) -> None:
+    with m.toggled_optimizer(o1):
+        with pytest.raises(ValueError, match="inner"), m.toggled_optimizer(o2):  # noqa: PT012 - raises in the block
+            m.record("inner")
+            raise ValueError("inner")
+        m.record("outer after inner")
+
+
+def _innermost_of_three_raises_through_all(m: Nested, o1: Any, o2: Any) -> None:
+    with (  # noqa: PT012 - raises in the block
+        pytest.raises(ValueError, match="innermost"),
+        m.toggled_optimizer(o1),
+        m.toggled_optimizer(o2),
+        m.toggled_optimizer(o1),
+    ):
+        m.record("innermost")
+        raise ValueError("innermost")
+
+
+def _same_optimizer_inner_block_raises(m: Nested, o1: Any, o2: Any) -> None:
+    with m.toggle_optimizer(o1):
+        with pytest.raises(ValueError, match="inner"), m.toggle_optimizer(o1):  # noqa: PT012 - raises in the block
+            m.record("inner")
+            raise ValueError("inner")
+        m.record("outer after inner")
+
+
+# --- three levels ---------------------------------------------------------------------------------------------------
+
+
+def _three_levels(m: Nested, o1: Any, o2: Any) -> None:
+    with m.toggled_optimizer(o1):
+        m.record("1")
+        m.first.bias.requires_grad_(False)
+        with m.toggled_optimizer(o2):
+            m.record("2")
+            with m.toggled_optimizer(o1):
+                m.record("3")
+            m.record("2 after 3")
+        m.record("1 after 2")
+
+
+def _three_levels_with_calls(m: Nested, o1: Any, o2: Any) -> None:
+    for index, optimizer in enumerate((o2, o1, o2), 1):
+        m.toggle_optimizer(optimizer)
+        m.record(str(index))
+    for index, optimizer in zip((2, 1), (o2, o1), strict=True):
+        m.untoggle_optimizer(optimizer)
+        m.record(f"{index} after {index + 1}")
+    m.untoggle_optimizer(o2)
+
+
+def _same_optimizer_twice_with_calls(m: Nested, o1: Any, o2: Any) -> None:
+    m.toggle_optimizer(o1)
+    m.toggle_optimizer(o1)
+    m.untoggle_optimizer(o1)
+    m.record("outer after inner")
+    m.untoggle_optimizer(o1)
+
+
+# --- with `toggle_model` --------------------------------------------------------------------------------------------
+
+
+def _toggled_optimizer_in_toggle_model(m: Nested, o1: Any, o2: Any) -> None:
+    with o1.toggle_model():
+        with m.toggled_optimizer(o1):
+            m.record("inner")
+        m.record("outer after inner")
+
+
+def _other_optimizer_in_toggle_model(m: Nested, o1: Any, o2: Any) -> None:
+    with o2.toggle_model():
+        with m.toggled_optimizer(o1):
+            m.record("inner")
+        m.record("outer after inner")
+
+
+def _toggle_model_in_toggled_optimizer(m: Nested, o1: Any, o2: Any) -> None:
+    with m.toggled_optimizer(o1):
+        with o2.toggle_model():
+            m.record("inner")
+        m.record("outer after inner")
+
+
+def _toggle_calls_in_toggle_model(m: Nested, o1: Any, o2: Any) -> None:
+    with o1.toggle_model():
+        m.toggle_optimizer(o2)
+        m.record("inner")
+        m.untoggle_optimizer(o2)
+        m.record("outer after inner")
+
+
+def _toggle_model_raises_in_toggle_block(m: Nested, o1: Any, o2: Any) -> None:
+    with pytest.raises(ValueError, match="inner"), m.toggle_optimizer(o2), o1.toggle_model():  # noqa: PT012
+        m.record("inner")
+        raise ValueError("inner")
 
 
 NESTINGS = [
-    _toggled_optimizer_in_toggle_model,
-    _toggle_call_in_toggle_model,
-    _toggled_twice_then_untoggled_twice,
-    _other_optimizer_toggled_inside,
-    _block_inside_toggle_model,
-    _same_optimizer_block_inside_toggle_model,
+    pytest.param(
+        _same_optimizer_twice, {"outer": FIRST, "inner": FIRST, "outer after inner": FIRST}, BOTH, id="same_twice"
+    ),
+    pytest.param(
+        _user_freezes_inside_then_same_optimizer,
+        {"inner": FIRST - {"first.bias"}, "outer after inner": FIRST - {"first.bias"}},
+        BOTH - {"first.bias"},
+        id="user_freezes_inside_then_same",
+    ),
+    pytest.param(
+        _other_optimizer_inside, {"outer": FIRST, "inner": LAYER, "outer after inner": FIRST}, BOTH, id="other_inside"
+    ),
+    pytest.param(
+        _other_optimizer_inside_with_toggle_blocks,
+        {"outer": LAYER, "inner": FIRST, "outer after inner": LAYER},
+        BOTH,
+        id="other_inside_toggle_optimizer_blocks",
+    ),
+    pytest.param(
+        _other_optimizer_inside_with_calls,
+        {"inner": LAYER, "outer after inner": FIRST},
+        BOTH,
+        id="other_inside_calls",
+    ),
+    pytest.param(
+        _user_freezes_then_other_optimizer_inside,
+        {"inner": LAYER, "outer after inner": FIRST - {"first.bias"}},
+        BOTH - {"first.bias"},
+        id="user_freezes_then_other_inside",
+    ),
+    pytest.param(_inner_block_raises, {"inner": LAYER, "outer after inner": FIRST}, BOTH, id="inner_block_raises"),
+    pytest.param(_innermost_of_three_raises_through_all, {"innermost": FIRST}, BOTH, id="innermost_raises_through_all"),
+    pytest.param(
+        _same_optimizer_inner_block_raises,
+        {"inner": FIRST, "outer after inner": FIRST},
+        BOTH,
+        id="same_inner_block_raises",
+    ),
+    pytest.param(
+        _three_levels,
+        {
+            "1": FIRST,
+            "2": LAYER,
+            "3": FIRST - {"first.bias"},
+            "2 after 3": LAYER,
+            "1 after 2": FIRST - {"first.bias"},
+        },
+        BOTH - {"first.bias"},
+        id="three_levels",
+    ),
+    pytest.param(
+        _three_levels_with_calls,
+        {"1": LAYER, "2": FIRST, "3": LAYER, "2 after 3": FIRST, "1 after 2": LAYER},
+        BOTH,
+        id="three_levels_calls",
+    ),
+    pytest.param(_same_optimizer_twice_with_calls, {"outer after inner": FIRST}, BOTH, id="same_twice_calls"),
+    pytest.param(
+        _toggled_optimizer_in_toggle_model,
+        {"inner": FIRST, "outer after inner": FIRST},
+        BOTH,
+        id="toggled_optimizer_in_toggle_model",
+    ),
+    pytest.param(
+        _other_optimizer_in_toggle_model,
+        {"inner": FIRST, "outer after inner": LAYER},
+        BOTH,
+        id="other_in_toggle_model",
+    ),
+    pytest.param(
+        _toggle_model_in_toggled_optimizer,
+        {"inner": LAYER, "outer after inner": FIRST},
+        BOTH,
+        id="toggle_model_in_toggled_optimizer",
+    ),
+    pytest.param(
+        _toggle_calls_in_toggle_model,
+        {"inner": LAYER, "outer after inner": FIRST},
+        BOTH,
+        id="toggle_calls_in_toggle_model",
+    ),
+    pytest.param(_toggle_model_raises_in_toggle_block, {"inner": FIRST}, BOTH, id="toggle_model_raises_in_block"),
 ]
 
 
-@pytest.mark.parametrize("nest", NESTINGS, ids=lambda nest: nest.__name__.strip("_"))
-def test_nested_toggles_restore_every_parameter(nest, tmp_path):
+@pytest.mark.parametrize(("nest", "levels", "after"), NESTINGS)
+def test_nested_toggles_nest_like_a_stack(nest, levels, after, tmp_path):
+    """``requires_grad`` at each level, every parameter as before the outermost toggle after it, and training as if
+    nothing had nested."""
+    user_frozen = BOTH - after
+
+    def freeze_only(m: Nested, o1: Any, o2: Any) -> None:  # what the nesting leaves: the user's own freezes
+        for name in user_frozen:
+            m.get_parameter(name).requires_grad_(False)
+
     torch.manual_seed(7)
     initial = {name: p.detach().clone() for name, p in Nested(nest).named_parameters()}
 
-    module = fit(lambda: Nested(nest), tmp_path, steps=3)
+    nested = fit(lambda: Nested(nest), tmp_path, steps=3)
+    plain = fit(lambda: Nested(freeze_only), tmp_path, steps=3)
 
-    assert module.after_nesting == {
-        "layer.weight": True, "layer.bias": True, "first.weight": True, "first.bias": True,
-        "frozen.weight": False, "frozen.bias": False,
-    }  # fmt: skip
-    assert module._param_requires_grad_state == {}
-    assert module.trainer.global_step == 6
+    assert nested.levels == levels
+    assert nested.after_nesting == after
+    assert _trainable(nested) == after
+    assert nested._param_requires_grad_state == {}
+    assert nested.trainer.global_step == 6
+    for name, param in nested.named_parameters():
+        assert torch.equal(param, plain.get_parameter(name)), name  # bit-identical to training without nesting
+        assert (not torch.equal(initial[name], param)) is (name in after), name  # the once-frozen ones trained
+
+
+# --- without nesting: Lightning 2.6.6, bit for bit ------------------------------------------------------------------
+
+
+def _toggle_2_6_6(module: BoringModel, optimizer: Any) -> None:
+    """``LightningModule.toggle_optimizer`` of Lightning 2.6.6."""
+    param_requires_grad_state = {}
+    for opt in module.trainer.optimizers:
+        for group in opt.param_groups:
+            for param in group["params"]:
+                if param in param_requires_grad_state:
+                    continue
+                param_requires_grad_state[param] = param.requires_grad
+                param.requires_grad = False
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            param.requires_grad = param_requires_grad_state[param]
+    module.state_2_6_6 = param_requires_grad_state
+
+
+def _untoggle_2_6_6(module: BoringModel, optimizer: Any) -> None:
+    """``LightningModule.untoggle_optimizer`` of Lightning 2.6.6."""
+    for opt in module.trainer.optimizers:
+        if not (opt is optimizer or (isinstance(optimizer, LightningOptimizer) and opt is optimizer.optimizer)):
+            for group in opt.param_groups:
+                for param in group["params"]:
+                    if param in module.state_2_6_6:
+                        param.requires_grad = module.state_2_6_6[param]
+    module.state_2_6_6 = {}
+
+
+class NotNested(BoringModel):
+    """Three optimizers, one sharing ``shared`` with the others, one holding the user-frozen ``frozen``; in the
+    second batch the user freezes ``first.bias`` inside its optimizer's toggle (2.6.6 keeps it frozen)."""
+
+    def __init__(self, style: str) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.style = style
+        self.first = nn.Linear(32, 32)
+        self.shared = nn.Linear(32, 32)
+        self.frozen = nn.Linear(32, 32)
+        self.frozen.requires_grad_(False)
+        self.seen: list[frozenset] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(self.shared(self.first(self.frozen(x))))
+
+    def _phase(self, optimizer: Any, index: int, batch: Any, batch_idx: int) -> None:
+        optimizer.zero_grad()
+        if index == 0 and batch_idx == 1:
+            self.first.bias.requires_grad_(False)
+        self.seen.append(_trainable(self))
+        self.manual_backward((index + 1) * self.step(batch))
+        optimizer.step()
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        for index, optimizer in enumerate(self.optimizers()):
+            if self.style == "2.6.6":
+                _toggle_2_6_6(self, optimizer)
+                self._phase(optimizer, index, batch, batch_idx)
+                _untoggle_2_6_6(self, optimizer)
+            elif self.style == "calls":
+                self.toggle_optimizer(optimizer)
+                self._phase(optimizer, index, batch, batch_idx)
+                self.untoggle_optimizer(optimizer)
+            elif self.style == "toggled_optimizer":
+                with self.toggled_optimizer(optimizer):
+                    self._phase(optimizer, index, batch, batch_idx)
+            elif self.style == "toggle_optimizer_block":
+                with self.toggle_optimizer(optimizer):
+                    self._phase(optimizer, index, batch, batch_idx)
+            else:
+                with optimizer.toggle_model():
+                    self._phase(optimizer, index, batch, batch_idx)
+            self.seen.append(_trainable(self))
+
+    def configure_optimizers(self) -> Any:
+        first = [*self.first.parameters(), *self.frozen.parameters(), *self.shared.parameters()]
+        second = [*self.layer.parameters(), *self.shared.parameters()]
+        return [torch.optim.SGD(p, lr=0.1) for p in (first, second, self.shared.parameters())]
+
+
+@pytest.mark.parametrize("style", ["calls", "toggled_optimizer", "toggle_optimizer_block", "toggle_model"])
+def test_toggles_without_nesting_train_bit_identically_to_2_6_6(style, tmp_path):
+    reference = fit(lambda: NotNested("2.6.6"), tmp_path, steps=3)
+    module = fit(lambda: NotNested(style), tmp_path, steps=3)
+
+    assert module.trainer.global_step == reference.trainer.global_step == 9
+    assert module.seen == reference.seen
+    assert "first.bias" not in module.seen[-1]
     for name, param in module.named_parameters():
-        changed = not torch.equal(initial[name], param)
-        assert changed is not name.startswith("frozen"), name
+        assert torch.equal(param, reference.get_parameter(name)), name
