@@ -107,22 +107,23 @@ class PackageMapping:
         if not self.imports:
             return lines
         sub = path.removeprefix(f"src/{self.base}/").split("/", 1)[0]
-        return replace_imports(lines, self.imports, lightning_by=f"{self.base}.{sub}")
+        return replace_imports(lines, self.imports, lightning_by=f"{self.base}.{sub}", base=self.base)
 
     def text(self, path: str, text: str) -> str:
         return "".join(self.lines(path, text.splitlines(keepends=True)))
 
 
-def replace_imports(lines: list[str], mapping: tuple[tuple[str, str], ...], lightning_by: str = "") -> list[str]:
+def replace_imports(
+    lines: list[str], mapping: tuple[tuple[str, str], ...], lightning_by: str = "", base: str = "lightning"
+) -> list[str]:
     """Upstream's ``_replace_imports`` (``.actions/assistant.py`` of Lightning 2.6.6), rule for rule.
 
     Each ``source`` module name not preceded by ``_``, ``/`` or ``@`` and not followed by a name character or ``/``
-    becomes ``target`` (its dots unescaped in the pattern, as upstream has them); with ``lightning_by`` (the unified
-    subpackage the file is in), ``from lightning import`` and ``import lightning`` also become imports of that
-    subpackage, after each mapping, as upstream does.
+    becomes ``target`` (its dots unescaped in the pattern, as upstream has them); with ``lightning_by`` (upstream
+    passes the unified subpackage the file is in), ``from lightning import`` and ``import lightning`` (``base``) also
+    become imports of ``lightning_by``, after each mapping, as upstream does.
     """
     out = lines[:]
-    base = lightning_by.split(".", 1)[0]
     for source, target in mapping:
         for index, line in enumerate(out):
             line = re.sub(rf"([^_/@]|^){source}([^_\w/]|$)", rf"\g<1>{target}\g<2>", line)
@@ -187,7 +188,8 @@ def _map_section(section: str, path: str, mapping: PackageMapping) -> str:
     for line in section.splitlines(keepends=True):
         if line.startswith("@@"):
             in_hunk = True
-            out.append(line)
+            ranges, closing, context = line.partition(" @@")
+            out.append(ranges + closing + (mapping.lines(path, [context])[0] if context else ""))
         elif in_hunk and line[:1] in (" ", "+", "-"):
             out.append(line[0] + mapping.lines(path, [line[1:]])[0])
         elif in_hunk:

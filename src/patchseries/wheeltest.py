@@ -11,13 +11,15 @@ requires ``pytorch-lightning``). Then, against the installed package:
   looked up in the installed file: a wheel built from the unpatched sources fails it;
 - the acceptance suite, for a standalone package with its imports mapped (``lightning.pytorch`` ->
   ``pytorch_lightning``, ``lightning.fabric`` -> ``lightning_fabric``), run from a scratch folder that holds only the
-  tests, so that every ``import`` finds the installed package.
+  tests and Lightning's ``pyproject.toml`` (its pytest configuration, as in the main job), so that every ``import``
+  finds the installed package.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -230,6 +232,8 @@ def run_wheel_test(
     with tempfile.TemporaryDirectory(dir=ws.workdir, prefix="tmp-wheel-tests-") as scratch:
         root = Path(scratch)
         modules = _write_suite(ws.acceptance, root, suites, mapping)
+        # Lightning's own pytest configuration, as the main job runs under it in the tree (not this project's)
+        shutil.copyfile(tree.path / "pyproject.toml", root / "pyproject.toml")
         log(f"running the acceptance suite ({len(modules)} modules of {', '.join(suites)}) against the installed "
             f"{package}")  # fmt: skip
         reports = ws.reports / f"wheel-{package}-torch-{torch}"
