@@ -222,6 +222,8 @@ def test_a_patch_that_does_not_map_to_a_standalone_package_is_refused(tmp_path: 
         "error: 0001-Fix-the-answer.patch changes src/fakelib/__init__.py, which has no counterpart in "
     )
     assert not release.dist.exists()
+    assert not (release.ws.downloads / "fakelib_pytorch-1.0.tar.gz").exists()  # refused before any download
+    assert not release.ws.trees.exists()
 
 
 def test_a_patch_that_does_not_apply_to_a_standalone_sdist_is_refused(tmp_path: Path):

@@ -75,6 +75,9 @@ def wheel_prefix(package: str, local_version: str) -> str:
 def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log) -> list[BuiltWheel]:
     """Build every package's wheel (see the module docstring) and move them into ``dist``; what was moved there."""
     pin = wheel_pin.pin
+    # every patch mapped onto every standalone package first: one without a counterpart is refused before a download
+    mapped = {s.name: [map_patch(p, wheel_pin.mapping(s.name), pin.sdist_lacks) for p in patches] for s in
+              wheel_pin.standalones}  # fmt: skip
     sources = _sources(ws, wheel_pin, log)  # every sha256 checked before anything is built
     ws.workdir.mkdir(parents=True, exist_ok=True)
     tree, _ = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)
@@ -88,7 +91,7 @@ def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist:
             if source.package == pin.name:
                 in_package = _apply_tree_diff(tree.path, tree_dir)
             else:
-                in_package = _apply_mapped(source, patches, mapping, pin.sdist_lacks, tree_dir, log)
+                in_package = _apply_mapped(source, mapped[source.package], tree_dir, log)
                 _compare_with_tree(tree.path, changed, mapping, tree_dir)
             record = _record(wheel_pin, source, patches, in_package)
             _stamp(tree_dir, source, wheel_pin.local_version, record)
@@ -146,10 +149,7 @@ def _apply_tree_diff(tree: Path, tree_dir: Path) -> list[str]:
     return out("log", "--format=%s", f"{BASE_REF}..{SERIES_REF}", cwd=tree).splitlines()  # one per applied patch
 
 
-def _apply_mapped(
-    source: Source, patches: list[Patch], mapping: PackageMapping, lacks: tuple[str, ...], tree_dir: Path, log: Log
-) -> list[str]:
-    mapped: list[MappedPatch] = [map_patch(patch, mapping, lacks) for patch in patches]  # every refusal first
+def _apply_mapped(source: Source, mapped: list[MappedPatch], tree_dir: Path, log: Log) -> list[str]:
     applied = []
     for item in mapped:
         if not item.diff:

@@ -11,7 +11,7 @@ from patchseries.errors import SeriesError
 from patchseries.paths import Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
-from patchseries.series import read_series
+from patchseries.series import Patch, read_series
 from patchseries.standalone import WheelPin, load_wheel_pin
 
 COMMANDS = ("wheels", "test-wheels")
@@ -75,7 +75,7 @@ def _dist(args: argparse.Namespace, ws: Workspace) -> Path:
     return (args.dist or default_dist(ws)).resolve()
 
 
-def _load(ws: Workspace) -> tuple[WheelPin, list[Any]]:
+def _load(ws: Workspace) -> tuple[WheelPin, list[Patch]]:
     pin = load_pin(ws.pin_file)
     return load_wheel_pin(ws.pin_file, pin), read_series(ws.series_file)
 
