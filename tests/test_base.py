@@ -238,7 +238,7 @@ def test_a_failure_while_committing_the_base_leaves_no_partial_tree(tmp_path, mo
          "[sdist] base_commit must be a full 40-hex commit id, not 'not-a-commit'"),
         (('base_commit = ""', 'base_comit = ""'),
          "[sdist] has the unknown key 'base_comit'; known: url, sha256, root, base_commit, lacks"),
-        (("[sdist]\n", "[extra]\nx = 1\n\n[sdist]\n"), "has the unknown table '[extra]'; known: base, sdist"),
+        (("[sdist]\n", "[extra]\nx = 1\n\n[sdist]\n"), "has the unknown table '[extra]'; known: base, sdist, wheels"),
         (('release_date = "2026-01-01"', "release_date = 2026-01-01"),
          '[base] release_date is not a string: 2026-01-01 (a TOML date; quote it: "2026-01-01")'),
         (('version = "1.0"', 'version = "../1.0"'),

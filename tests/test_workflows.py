@@ -140,3 +140,13 @@ def test_reports_are_kept_as_artifacts_even_when_tests_fail():
             kept = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
             assert kept, name
             assert kept[0]["if"] == "${{ !cancelled() }}"
+
+
+def test_the_release_wheels_are_built_and_tested_installed_on_every_torch_release_of_the_matrix():
+    job = _jobs()["wheels"]
+    assert job["strategy"]["matrix"]["torch"] == list(DEFAULT_VERSIONS)
+    runs = [step.get("run", "") for step in job["steps"]]
+    assert "scripts/build_wheels.sh" in runs
+    assert any(run.startswith('scripts/test_wheels.sh --torch "$TORCH"') for run in runs)
+    ci_run = (PROJECT_ROOT / ".ci" / "run").read_text()
+    assert f"scripts/test_wheels.sh --torch {DEFAULT_VERSIONS[0]} --torch {DEFAULT_VERSIONS[-1]}" in ci_run

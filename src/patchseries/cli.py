@@ -12,7 +12,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from patchseries import __version__
+from patchseries import __version__, wheelcli
 from patchseries.atomic import write_file
 from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_index, torch_release
 from patchseries.errors import SeriesError
@@ -133,6 +133,7 @@ def _validate_pins(args: argparse.Namespace, ws: Workspace) -> None:
     pin = load_pin(ws.pin_file) if args.command != "status" and not from_json_only else None
     if args.command == "forward" and pin is not None and not pin.commit:  # a commit pin is refused by cmd_forward
         load_pin((args.to or ws.patches / FORWARD_DIR) / "base.toml")
+    wheelcli.validate(args, ws)  # the wheel commands' [wheels] pin and options
 
 
 @contextmanager
@@ -493,6 +494,7 @@ def _parser() -> argparse.ArgumentParser:
         "--refresh-compile-stats", action="store_true", help="with --from-json: measure the compile statistics again"
     )
     matrix.set_defaults(handler=cmd_matrix)
+    wheelcli.add_parsers(sub, [common])  # `wheels`, `test-wheels` (src/patchseries/wheelcli.py)
     return parser
 
 

@@ -77,6 +77,7 @@ class _BadPin(Exception):
 _KEYS = {
     "base": ("name", "version", "tag", "git_url", "release_date", "commit"),
     "sdist": ("url", "sha256", "root", "base_commit", "lacks"),
+    "wheels": (),  # the release wheels' pins: checked by patchseries.standalone, which only the wheel commands read
 }
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a version or a folder name: one path component, no blanks

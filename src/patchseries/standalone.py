@@ -1,0 +1,282 @@
+"""The release wheels' pins (``[wheels]`` of ``base.toml``) and the mapping onto Lightning's standalone packages.
+
+Lightning ships one repository as three packages: ``lightning`` (``lightning.pytorch``, ``lightning.fabric``) and the
+standalone ``pytorch_lightning`` and ``lightning_fabric``, whose sdists carry ``src/pytorch_lightning`` (with
+``src/lightning_fabric`` inside) and ``src/lightning_fabric``. Upstream's build makes the standalone sources from the
+unified ones with ``create_mirror_package`` of ``.actions/assistant.py`` (in every sdist): the folder
+``src/lightning/pytorch`` becomes ``src/pytorch_lightning``, and in every line ``lightning.pytorch`` becomes
+``pytorch_lightning`` and ``lightning.fabric`` becomes ``lightning_fabric`` (:func:`replace_imports`, the same rules).
+The series' patches are mapped with those rules, hunk line by hunk line (:func:`map_patch`), so that each applies to
+the standalone sdist as it is.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from patchseries.errors import SeriesError
+from patchseries.pin import Pin
+from patchseries.series import Patch, diff_paths, file_sections, section_path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ROOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_PACKAGE_KEYS = ("subpackage", "url", "sha256", "root", "ships")
+_WHEELS_KEYS = ("series_version",)
+
+
+@dataclass(frozen=True)
+class Standalone:
+    """One standalone package: ``[wheels.<name>]`` of the pin."""
+
+    name: str  # the import name and the wheel's name: pytorch_lightning
+    subpackage: str  # the unified package's subpackage it mirrors: pytorch (lightning.pytorch)
+    url: str
+    sha256: str
+    root: str  # the sdist's top folder
+    ships: tuple[str, ...]  # the subpackages whose mirrors its sdist carries: pytorch, fabric
+
+    @property
+    def sdist_filename(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class WheelPin:
+    """What the wheel commands build: the pinned release, the series' number and the standalone packages."""
+
+    pin: Pin
+    series_version: int
+    standalones: tuple[Standalone, ...]
+
+    @property
+    def local_version(self) -> str:
+        """The PEP 440 version of every wheel: the release, with the series as its local label (2.6.6+series.6)."""
+        return f"{self.pin.version}+series.{self.series_version}"
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        """Every package a wheel is built for: the unified one first."""
+        return (self.pin.name, *(s.name for s in self.standalones))
+
+    def standalone(self, name: str) -> Standalone | None:
+        return next((s for s in self.standalones if s.name == name), None)
+
+    def mapping(self, package: str) -> PackageMapping:
+        """How the unified sources map onto ``package`` (the identity for the unified package)."""
+        base = self.pin.name
+        if package == base:
+            return PackageMapping(base, base, {f"src/{base}/": f"src/{base}/"}, (), ())
+        standalone = self.standalone(package)
+        assert standalone is not None, package
+        modules = {s.subpackage: s.name for s in self.standalones}
+        prefixes = {f"src/{base}/{sub}/": f"src/{modules[sub]}/" for sub in standalone.ships}
+        imports = tuple((f"{base}.{s.subpackage}", s.name) for s in self.standalones)
+        others = tuple(f"src/{base}/{s.subpackage}/" for s in self.standalones if s.subpackage not in standalone.ships)
+        return PackageMapping(base, package, prefixes, imports, others)
+
+
+@dataclass(frozen=True)
+class PackageMapping:
+    """The paths and imports of the unified package as one package has them."""
+
+    base: str  # the unified package: lightning
+    package: str
+    prefixes: dict[str, str]  # src/lightning/pytorch/ -> src/pytorch_lightning/
+    imports: tuple[tuple[str, str], ...]  # (lightning.pytorch, pytorch_lightning), ... in upstream's order
+    elsewhere: tuple[str, ...]  # the unified package's folders that another standalone package ships, not this one
+
+    def path(self, path: str) -> str | None:
+        """``path`` in this package, or None when the package does not ship it."""
+        for source, target in self.prefixes.items():
+            if path.startswith(source):
+                return target + path[len(source) :]
+        return None
+
+    def lines(self, path: str, lines: list[str]) -> list[str]:
+        """The lines of the unified file ``path`` as this package has them (see :func:`replace_imports`)."""
+        if not self.imports:
+            return lines
+        sub = path.removeprefix(f"src/{self.base}/").split("/", 1)[0]
+        return replace_imports(lines, self.imports, lightning_by=f"{self.base}.{sub}", base=self.base)
+
+    def text(self, path: str, text: str) -> str:
+        return "".join(self.lines(path, text.splitlines(keepends=True)))
+
+
+def replace_imports(
+    lines: list[str], mapping: tuple[tuple[str, str], ...], lightning_by: str = "", base: str = "lightning"
+) -> list[str]:
+    """Upstream's ``_replace_imports`` (``.actions/assistant.py`` of Lightning 2.6.6), rule for rule.
+
+    Each ``source`` module name not preceded by ``_``, ``/`` or ``@`` and not followed by a name character or ``/``
+    becomes ``target`` (its dots unescaped in the pattern, as upstream has them); with ``lightning_by`` (upstream
+    passes the unified subpackage the file is in), ``from lightning import`` and ``import lightning`` (``base``) also
+    become imports of ``lightning_by``, after each mapping, as upstream does.
+    """
+    out = lines[:]
+    for source, target in mapping:
+        for index, line in enumerate(out):
+            line = re.sub(rf"([^_/@]|^){source}([^_\w/]|$)", rf"\g<1>{target}\g<2>", line)
+            if lightning_by:
+                line = line.replace(f"from {base} import ", f"from {lightning_by} import ")
+                line = line.replace(f"import {base} ", f"import {lightning_by} ")
+            out[index] = line
+    return out
+
+
+@dataclass(frozen=True)
+class MappedPatch:
+    """A patch of the series as it applies to one package: its diff (empty when nothing of it is in the package)."""
+
+    patch: Patch
+    diff: str
+    paths: tuple[str, ...]  # the unified paths it changes in the package
+    elsewhere: tuple[str, ...]  # paths another package ships (not applied here)
+    excluded: tuple[str, ...]  # paths no sdist ships (upstream's tests and docs)
+
+
+def map_patch(patch: Patch, mapping: PackageMapping, lacks: tuple[str, ...]) -> MappedPatch:
+    """``patch`` with its paths and imports mapped onto ``mapping.package``; refused when a path has no counterpart.
+
+    A file no sdist ships (``lacks``: upstream's tests and docs) is left out, as on the sdist base; a folder that
+    another standalone package ships is left out of this one; any other path outside the mapped folders (the unified
+    package's own ``__init__.py``, ``setup.py``) has no counterpart in a standalone package, and is refused.
+    """
+    text = patch.path.read_bytes().decode(errors="surrogateescape")
+    kept: list[str] = []
+    paths: list[str] = []
+    elsewhere: list[str] = []
+    excluded: list[str] = []
+    for section in file_sections(text):
+        path = section_path(section)
+        if path.startswith(lacks):
+            excluded.append(path)
+            continue
+        if path.startswith(mapping.elsewhere):
+            elsewhere.append(path)
+            continue
+        if mapping.path(path) is None:
+            where = ", ".join(mapping.prefixes)
+            raise SeriesError(
+                f"{patch.name} changes {path}, which has no counterpart in {mapping.package} (it ships {where} of "
+                f"{mapping.base}, mapped as Lightning's .actions/assistant.py does); move that change into a mapped "
+                "folder or map the folder in [wheels] of base.toml"
+            )
+        kept.append(_map_section(section, path, mapping))
+        paths.append(path)
+    return MappedPatch(patch, "".join(kept), tuple(paths), tuple(elsewhere), tuple(excluded))
+
+
+def _map_section(section: str, path: str, mapping: PackageMapping) -> str:
+    """One file's section of a diff, with its paths and its lines' imports mapped (line counts are kept)."""
+    if "\nGIT binary patch\n" in section:
+        raise SeriesError(f"a binary change of {path} cannot be mapped onto {mapping.package}")
+    mapped_path = mapping.path(path)
+    assert mapped_path is not None
+    out: list[str] = []
+    in_hunk = False
+    for line in section.splitlines(keepends=True):
+        if line.startswith("@@"):
+            in_hunk = True
+            ranges, closing, context = line.partition(" @@")
+            out.append(ranges + closing + (mapping.lines(path, [context])[0] if context else ""))
+        elif in_hunk and line[:1] in (" ", "+", "-"):
+            out.append(line[0] + mapping.lines(path, [line[1:]])[0])
+        elif in_hunk:
+            out.append(line)  # "\ No newline at end of file", and format-patch's signature after the last hunk
+        elif line.startswith("diff --git ") and diff_paths(line.rstrip("\n")) is not None:
+            out.append(f"diff --git a/{mapped_path} b/{mapped_path}\n")
+        elif line.startswith(("--- a/", "+++ b/")):
+            out.append(f"{line[:6]}{mapped_path}\n")
+        elif line.startswith("index "):
+            continue  # the blob ids are the unified file's; git apply without --3way does not need them
+        else:
+            out.append(line)
+    return "".join(out)
+
+
+def load_wheel_pin(path: Path, pin: Pin) -> WheelPin:
+    """The ``[wheels]`` table of the pin file ``path``, every value checked before anything is fetched."""
+    try:
+        data = tomllib.loads(path.read_bytes().decode())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:  # load_pin read it already
+        raise SeriesError(f"pin file {path} cannot be read: {exc}") from None
+    wheels = data.get("wheels")
+    if not isinstance(wheels, dict):
+        raise SeriesError(
+            f"pin file {path} has no [wheels] table; the wheel commands need its series_version and the "
+            "standalone packages' sdists ([wheels.pytorch_lightning] with url, sha256, ...)"
+        )
+    if not pin.has_sdist:
+        raise SeriesError(f"pin file {path} pins an upstream commit: wheels are built from a release's sdists")
+    try:
+        return _wheel_pin(wheels, pin)
+    except ValueError as exc:
+        raise SeriesError(f"pin file {path}: {exc}") from None
+
+
+def _wheel_pin(wheels: dict[str, Any], pin: Pin) -> WheelPin:
+    tables = {key: value for key, value in wheels.items() if isinstance(value, dict)}
+    unknown = sorted(set(wheels) - set(tables) - set(_WHEELS_KEYS))
+    if unknown:
+        raise ValueError(f"[wheels] has the unknown key {unknown[0]!r}; known: {', '.join(_WHEELS_KEYS)} and tables")
+    version = wheels.get("series_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"[wheels] series_version is not a positive integer (such as 6): {version!r}")
+    standalones = tuple(_standalone(name, table) for name, table in tables.items())
+    subpackages = [s.subpackage for s in standalones]
+    if len(set(subpackages)) != len(subpackages):
+        raise ValueError("[wheels] names one subpackage for two standalone packages")
+    for standalone in standalones:
+        if standalone.name == pin.name:
+            raise ValueError(f"[wheels.{standalone.name}] is the unified package, pinned in [sdist]")
+        missing = [sub for sub in standalone.ships if sub not in subpackages]
+        if missing:
+            raise ValueError(
+                f"[wheels.{standalone.name}] ships {missing[0]!r}, which no [wheels.*] table names as its subpackage"
+            )
+    return WheelPin(pin, version, standalones)
+
+
+def _standalone(name: str, table: dict[str, Any]) -> Standalone:
+    where = f"[wheels.{name}]"
+    if not _IDENTIFIER.fullmatch(name):
+        raise ValueError(f"{where} is not a package's import name (such as pytorch_lightning)")
+    unknown = sorted(set(table) - set(_PACKAGE_KEYS))
+    if unknown:
+        raise ValueError(f"{where} has the unknown key {unknown[0]!r}; known: {', '.join(_PACKAGE_KEYS)}")
+    missing = [key for key in _PACKAGE_KEYS if key not in table]
+    if missing:
+        raise ValueError(f"{where} lacks the key {missing[0]!r}")
+    texts = {key: table[key] for key in ("subpackage", "url", "sha256", "root")}
+    for key, value in texts.items():
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{where} {key} is not a non-empty string: {value!r}")
+    if not _IDENTIFIER.fullmatch(texts["subpackage"]):
+        raise ValueError(f"{where} subpackage is not a module name (such as pytorch): {texts['subpackage']!r}")
+    if not _SHA256.fullmatch(texts["sha256"]):
+        raise ValueError(f"{where} sha256 is not 64 hexadecimal digits (a sha256 digest): {texts['sha256']!r}")
+    if not texts["url"].startswith(("https://", "http://", "file://")):
+        raise ValueError(f"{where} url is not a URL (https://... or file://...): {texts['url']!r}")
+    if not _ROOT.fullmatch(texts["root"]):
+        raise ValueError(f"{where} root is not a folder name: {texts['root']!r}")
+    ships = table["ships"]
+    names = isinstance(ships, list) and all(isinstance(s, str) and _IDENTIFIER.fullmatch(s) for s in ships)
+    if not ships or not names:
+        raise ValueError(f'{where} ships is not a list of subpackage names (such as ["pytorch", "fabric"])')
+    if texts["subpackage"] not in ships:
+        raise ValueError(f"{where} ships does not list its own subpackage {texts['subpackage']!r}")
+    return Standalone(
+        name=name, subpackage=texts["subpackage"], url=texts["url"], sha256=texts["sha256"].lower(),
+        root=texts["root"], ships=tuple(ships),
+    )  # fmt: skip
