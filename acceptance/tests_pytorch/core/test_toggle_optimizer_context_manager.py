@@ -11,16 +11,22 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""``toggle_optimizer`` as a context manager (release 0012, forward 0010): the acceptance cases of the with-block.
+"""``zero_grad`` and ``step`` of ``toggled_optimizer`` (release 0012, forward 0010) and ``toggle_optimizer`` returning
+its context manager (release 0013, forward 0011): the acceptance cases of the with-block.
 
-A bare ``with self.toggle_optimizer(opt):`` is ``with self.toggled_optimizer(opt):``; ``step=True`` opts into
-``zero_grad()`` when called and the step on a normal exit. Everything that worked with Lightning 2.6.6 keeps working
-unchanged, and a body written for ``toggled_optimizer`` and renamed trains exactly as before. Series v5 keeps one
-refusal (``step=True`` for an optimizer that is not the Trainer's ``LightningOptimizer``); every other misuse does what
-its code says, and the cases below assert what that is.
+``with self.toggled_optimizer(opt, step=True):`` and ``with self.toggle_optimizer(opt, step=True):`` toggle, zero the
+gradients when the block starts, step the optimizer when it ends without an exception, and always untoggle;
+``zero_grad`` (default: ``step``) zeroes alone. Both forms are covered. A bare ``with self.toggle_optimizer(opt):`` is
+``with self.toggled_optimizer(opt):``, so a body written for ``toggled_optimizer`` and renamed trains exactly as
+before. ``toggle_optimizer`` called without ``with`` only toggles, whatever its flags, as on Lightning 2.6.6.
+Everything that worked with 2.6.6 keeps working unchanged: overrides with its signature, copies and pickles, modules
+saved whole, automatic optimization, closures, precision plugins, schedulers, optimizers the Trainer does not hold.
+Misuse does what its code says, and the cases below assert what that is.
 """
 
+import contextlib
 import copy
+import functools
 import pickle
 import warnings
 from collections.abc import Callable
@@ -95,15 +101,29 @@ def _equal(first: LightningModule, second: LightningModule) -> bool:
     return max_parameter_difference(first, second) == 0
 
 
+FORMS = ["toggled_optimizer", "toggle_optimizer"]
+STEPPING_STYLES = ["toggled_block", "block"]  # `ManualToggleGAN`'s stepping blocks of either name
+
+
+def _block(module: LightningModule, optimizer: Any, form: str, **flags: Any) -> Any:
+    """``module.toggled_optimizer(optimizer, **flags)`` or ``module.toggle_optimizer(optimizer, **flags)``."""
+    return getattr(module, form)(optimizer, **flags)
+
+
+def _trainable_except_frozen(module: LightningModule) -> bool:
+    return all(p.requires_grad for name, p in module.named_parameters() if not name.startswith("frozen"))
+
+
 # --- the opted-in form trains as the explicit calls -------------------------------------------------------------
 
 
+@pytest.mark.parametrize("style", STEPPING_STYLES)
 @pytest.mark.parametrize("three", [False, True], ids=["two_optimizers", "three_optimizers_shared"])
-def test_stepping_blocks_train_like_the_explicit_calls(three, tmp_path):
-    """The feature request's GAN: ``with self.toggle_optimizer(opt, step=True):`` is the five explicit calls."""
+def test_stepping_blocks_train_like_the_explicit_calls(three, style, tmp_path):
+    """The feature request's GAN: a stepping block is the five explicit calls."""
     recorder = RequiresGradRecorder()
     explicit = fit(lambda: ManualToggleGAN("calls", three), tmp_path)
-    blocks = fit(lambda: ManualToggleGAN("block", three), tmp_path, callbacks=[recorder])
+    blocks = fit(lambda: ManualToggleGAN(style, three), tmp_path, callbacks=[recorder])
 
     assert recorder.changed == []
     assert _equal(explicit, blocks)
@@ -111,15 +131,16 @@ def test_stepping_blocks_train_like_the_explicit_calls(three, tmp_path):
 
 
 @RunIf(dynamo=True)
+@pytest.mark.parametrize("style", STEPPING_STYLES)
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 @pytest.mark.parametrize("three", [False, True], ids=["two_optimizers", "three_optimizers_shared"])
-def test_stepping_blocks_compiled_train_like_eager(three, optimizer, tmp_path):
+def test_stepping_blocks_compiled_train_like_eager(three, optimizer, style, tmp_path):
     """Also torch 2.1 with Adam: the step on exit runs eagerly after Dynamo set ``capturable=True``."""
     recorder = RequiresGradRecorder()
     counter = CompileCounterWithBackend("aot_eager")
     eager = fit(lambda: ManualToggleGAN("calls", three, optimizer=optimizer), tmp_path)
     compiled = fit(
-        lambda: ManualToggleGAN("block", three, optimizer=optimizer), tmp_path, backend=counter, callbacks=[recorder]
+        lambda: ManualToggleGAN(style, three, optimizer=optimizer), tmp_path, backend=counter, callbacks=[recorder]
     )
 
     assert counter.frame_count > 0
@@ -139,17 +160,20 @@ def _accumulate_explicitly(module, batch, batch_idx):
         module.untoggle_optimizer(optimizer)
 
 
-def _accumulate_in_blocks(module, batch, batch_idx):
+def _accumulate_in_blocks(form, module, batch, batch_idx):
     for index, optimizer in enumerate(module.optimizers()):
-        with module.toggle_optimizer(optimizer, zero_grad=batch_idx % 2 == 0, step=batch_idx % 2 == 1):
+        with _block(module, optimizer, form, zero_grad=batch_idx % 2 == 0, step=batch_idx % 2 == 1):
             module.manual_backward(module.phase_loss(batch, index) * (index + 1) / 2)
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("backend", [None, pytest.param("aot_eager", marks=RunIf(dynamo=True))])
-def test_accumulating_blocks_train_like_the_explicit_calls(backend, tmp_path):
+def test_accumulating_blocks_train_like_the_explicit_calls(backend, form, tmp_path):
     """``zero_grad=first, step=last`` accumulates as the explicit calls do, eager and compiled."""
     explicit = fit(lambda: TwoOptimizers(_accumulate_explicitly), tmp_path, steps=4)
-    blocks = fit(lambda: TwoOptimizers(_accumulate_in_blocks), tmp_path, steps=4, backend=backend)
+    blocks = fit(
+        lambda: TwoOptimizers(lambda *args: _accumulate_in_blocks(form, *args)), tmp_path, steps=4, backend=backend
+    )
 
     assert blocks.trainer.global_step == explicit.trainer.global_step == 4
     assert max_parameter_difference(explicit, blocks) <= (0 if backend is None else AOT_EAGER_TOLERANCE)
@@ -207,10 +231,6 @@ def test_toggled_optimizer_body_renamed_trains_exactly_as_before(body, backend, 
     assert _equal(original, renamed)
 
 
-def _stepping(module, optimizer):
-    return module.toggle_optimizer(optimizer, step=True)
-
-
 def _step_twice(module, batch, batch_idx):
     for index, optimizer in enumerate(module.optimizers()):
         module.toggle_optimizer(optimizer)
@@ -221,29 +241,35 @@ def _step_twice(module, batch, batch_idx):
         module.untoggle_optimizer(optimizer)
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("backend", [None, pytest.param("aot_eager", marks=RunIf(dynamo=True))])
-def test_a_step_inside_a_stepping_block_steps_twice(backend, tmp_path):
+def test_a_step_inside_a_stepping_block_steps_twice(backend, form, tmp_path):
     """``step=True`` added to a ``toggled_optimizer`` body that steps: the body's step and the block's, as written."""
-    doubled = fit(lambda: TwoOptimizers(lambda *args: _step_inside(_stepping, *args)), tmp_path, backend=backend)
+
+    def stepping(module, optimizer):
+        return _block(module, optimizer, form, step=True)
+
+    doubled = fit(lambda: TwoOptimizers(lambda *args: _step_inside(stepping, *args)), tmp_path, backend=backend)
     explicit = fit(lambda: TwoOptimizers(_step_twice), tmp_path, backend=backend)
 
     assert doubled.trainer.global_step == explicit.trainer.global_step == 16
     assert max_parameter_difference(explicit, doubled) <= AOT_EAGER_TOLERANCE
-    assert all(p.requires_grad for name, p in doubled.named_parameters() if not name.startswith("frozen"))
+    assert _trainable_except_frozen(doubled)
 
 
-def test_steps_of_the_bare_optimizer_inside_a_stepping_block_are_not_seen(tmp_path):
-    """Documented limit: only the Trainer's ``LightningOptimizer`` knows it is inside a stepping block."""
+@pytest.mark.parametrize("form", FORMS)
+def test_steps_of_the_bare_optimizer_inside_a_stepping_block_are_not_counted(form, tmp_path):
+    """The Trainer counts the steps of its ``LightningOptimizer`` only, as on 2.6.6: the block's, not the body's."""
 
     def body(module, batch, batch_idx):
         optimizer = module.optimizers()[0]
-        with module.toggle_optimizer(optimizer, step=True):
+        with _block(module, optimizer, form, step=True):
             module.manual_backward(module.step(batch))
             optimizer.optimizer.step()
 
     module = fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
 
-    assert module.trainer.global_step == 1  # the Trainer counts the block's step only
+    assert module.trainer.global_step == 1
 
 
 def _step_inside_without_zeroing(toggle, module, batch, batch_idx):
@@ -253,37 +279,39 @@ def _step_inside_without_zeroing(toggle, module, batch, batch_idx):
             optimizer.step()
 
 
-def test_zero_grad_alone_zeroes_and_the_body_steps(tmp_path):
-    """``zero_grad=True`` without ``step``: the block zeroes, the body steps, as a stepping block without the body's
-    step would."""
-    intended = fit(lambda: TwoOptimizers(_step_in_blocks), tmp_path)
-    zeroing = fit(
-        lambda: TwoOptimizers(
-            lambda *args: _step_inside_without_zeroing(lambda m, o: m.toggle_optimizer(o, zero_grad=True), *args)
-        ),
-        tmp_path,
-    )
-    assert _equal(intended, zeroing)
-
-
 def _step_in_blocks(module, batch, batch_idx):
     for index, optimizer in enumerate(module.optimizers()):
-        with module.toggle_optimizer(optimizer, step=True):
+        with module.toggled_optimizer(optimizer, step=True):
             module.manual_backward(module.phase_loss(batch, index))
 
 
-def test_a_bare_block_written_to_zero_and_step_never_steps(tmp_path):
-    """The feature request's form, ``with self.toggle_optimizer(opt):`` expecting zero_grad and step, is
-    ``toggled_optimizer``: nothing steps, as its code says (v4 warned after an epoch; v5 documents it)."""
+@pytest.mark.parametrize("form", FORMS)
+def test_zero_grad_alone_zeroes_and_the_body_steps(form, tmp_path):
+    """``zero_grad=True`` without ``step``: the block zeroes, the body steps, as a stepping block without the body's
+    step would."""
+
+    def zeroing(module, optimizer):
+        return _block(module, optimizer, form, zero_grad=True)
+
+    intended = fit(lambda: TwoOptimizers(_step_in_blocks), tmp_path)
+    zeroed = fit(lambda: TwoOptimizers(lambda *args: _step_inside_without_zeroing(zeroing, *args)), tmp_path)
+
+    assert zeroed.trainer.global_step == intended.trainer.global_step == 8
+    assert _equal(intended, zeroed)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_bare_block_written_to_zero_and_step_never_steps(form, tmp_path):
+    """The feature request's form without flags, ``with self.toggle_optimizer(opt):`` expecting zero_grad and step,
+    is ``toggled_optimizer`` as upstream has it: nothing steps, as its code says."""
 
     def body(module, batch, batch_idx):
         for index, optimizer in enumerate(module.optimizers()):
-            with module.toggle_optimizer(optimizer):
+            with _block(module, optimizer, form):
                 module.manual_backward(module.phase_loss(batch, index))
 
     torch.manual_seed(7)
     initial = _parameters(TwoOptimizers(body))
-    torch.manual_seed(7)
     module = fit(lambda: TwoOptimizers(body), tmp_path, steps=2, epochs=2)
 
     assert module.trainer.global_step == 0
@@ -298,23 +326,55 @@ def test_bare_blocks_that_step_do_not_warn(tmp_path):
             fit(lambda body=body: TwoOptimizers(lambda *args: body(_renamed, *args)), tmp_path, steps=2, epochs=2)
 
 
-def test_step_true_without_a_with_statement_zeroes_and_toggles_only(tmp_path):
-    """A plain call with ``step=True`` zeroes and toggles at once; only a ``with`` block steps on exit."""
-    seen = {}
+# --- `toggle_optimizer` called without `with`: Lightning 2.6.6, whatever the flags ---------------------------------
 
-    def body(module, batch, batch_idx):
-        optimizer = module.optimizers()[0]
-        module.manual_backward(module.step(batch))
-        module.toggle_optimizer(optimizer, step=True)
-        seen["zeroed"] = all(p.grad is None for p in module.first.parameters())
-        seen["toggled"] = not module.layer.weight.requires_grad
+
+def _explicit_with_flags(flags, module, batch, batch_idx):
+    """The 2.6.6 loop, with gradients computed before the toggle that a ``zero_grad`` at the call would discard."""
+    for index, optimizer in enumerate(module.optimizers()):
+        optimizer.zero_grad()
+        module.manual_backward(module.phase_loss(batch, 1 - index))  # every parameter gets a gradient
+        module.toggle_optimizer(optimizer, **flags)  # the result is dropped, as 2.6.6's None was
+        module.seen.append((_requires_grad(module), all(p.grad is not None for p in module.first.parameters())))
+        module.manual_backward(module.phase_loss(batch, index))
+        optimizer.step()
         module.untoggle_optimizer(optimizer)
 
-    module = fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
 
-    assert seen == {"zeroed": True, "toggled": True}
-    assert module.trainer.global_step == 0
-    assert all(p.requires_grad for name, p in module.named_parameters() if not name.startswith("frozen"))
+@pytest.mark.parametrize(
+    "flags", [{"step": True}, {"zero_grad": True}, {"zero_grad": True, "step": True}], ids=lambda f: "-".join(f)
+)
+@pytest.mark.parametrize("backend", [None, pytest.param("aot_eager", marks=RunIf(dynamo=True))])
+def test_toggle_optimizer_with_flags_called_without_with_only_toggles(flags, backend, tmp_path):
+    """``self.toggle_optimizer(opt, step=True)`` without ``with`` toggles, and neither zeroes nor steps: it trains
+    bit-identically to the plain 2.6.6 call."""
+
+    class Recording(TwoOptimizers):
+        seen: list
+
+    def make(flags):
+        module = Recording(lambda *args: _explicit_with_flags(flags, *args))
+        module.seen = []
+        return module
+
+    plain = fit(lambda: make({}), tmp_path, backend=backend)
+    flagged = fit(lambda: make(flags), tmp_path, backend=backend)
+
+    assert flagged.trainer.global_step == plain.trainer.global_step == 8
+    assert flagged.seen == plain.seen
+    assert flagged.seen[0] == (
+        {
+            "first.weight": True,
+            "first.bias": True,
+            "layer.weight": False,
+            "layer.bias": False,
+            "frozen.weight": False,
+            "frozen.bias": False,
+        },  # fmt: skip
+        True,  # not zeroed at the call
+    )
+    assert max_parameter_difference(plain, flagged) <= (0 if backend is None else AOT_EAGER_TOLERANCE)
+    assert _trainable_except_frozen(flagged)
 
 
 # --- what worked on 2.6.6 keeps working ----------------------------------------------------------------------------
@@ -332,8 +392,9 @@ def test_plain_calls_behave_as_before(tmp_path):
         module.toggle_optimizer(opt_second)  # toggling again without untoggling, as 2.6.6 allowed
         module.toggle_optimizer(opt_second)
         module.untoggle_optimizer(opt_second)
-        # 2.6.6 left `first` frozen here for good; with 0010 the second toggle keeps what the first one recorded
-        seen["repeated"] = _requires_grad(module)["first.weight"]
+        seen["one_untoggle_of_two"] = _requires_grad(module)  # the first toggle is still open, as on 2.6.6
+        module.untoggle_optimizer(opt_second)
+        seen["both_untoggled"] = _requires_grad(module)  # 2.6.6 left `first` frozen here for good (0010)
 
     module = fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
 
@@ -342,13 +403,15 @@ def test_plain_calls_behave_as_before(tmp_path):
         "frozen.weight": False, "frozen.bias": False,
     }  # fmt: skip
     assert seen["after"] == {**seen["during"], "first.weight": True, "first.bias": True}
-    assert seen["repeated"] is True
+    assert seen["one_untoggle_of_two"] == seen["during"]
+    assert seen["both_untoggled"] == seen["after"]
     assert module.trainer.global_step == 0  # nothing steps without `step=True`
 
 
-def test_optimizer_the_trainer_does_not_hold(tmp_path):
-    """A probe optimizer over the module's parameters: plain toggles and bare blocks work as on 2.6.6; only the
-    opted-in step, which must go through the Trainer's ``LightningOptimizer``, is refused, before anything toggles."""
+@pytest.mark.parametrize("form", FORMS)
+def test_optimizer_the_trainer_does_not_hold(form, tmp_path):
+    """A probe optimizer over the module's parameters: plain toggles work as on 2.6.6, and a stepping block zeroes
+    and steps it (its own ``zero_grad`` and ``step``), which the Trainer does not count."""
     seen = {}
 
     def body(module, batch, batch_idx):
@@ -357,23 +420,23 @@ def test_optimizer_the_trainer_does_not_hold(tmp_path):
         seen["toggled"] = _requires_grad(module)["first.weight"]
         module.untoggle_optimizer(probe)
         before = _requires_grad(module)
-        with pytest.raises(TypeError, match=r"needs the optimizer `self.optimizers\(\)` returns"):
-            module.toggle_optimizer(probe, step=True)
-        seen["restored"] = _requires_grad(module) == before
-        layer = module.layer.weight.detach().clone()
-        with module.toggle_optimizer(probe):
+        weight = module.layer.weight.detach().clone()
+        module.layer.weight.grad = torch.ones_like(weight)  # a stale gradient, which the block zeroes
+        with _block(module, probe, form, step=True):
+            seen["zeroed"] = module.layer.weight.grad is None or not module.layer.weight.grad.any()
             module.manual_backward(module.step(batch))
-            probe.step()
-        seen["probe_stepped"] = not torch.equal(layer, module.layer.weight)
+        seen["stepped"] = torch.allclose(module.layer.weight, weight - 0.1 * module.layer.weight.grad, atol=1e-7)
+        seen["restored"] = _requires_grad(module) == before
 
     module = fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
 
-    assert seen == {"toggled": False, "restored": True, "probe_stepped": True}
+    assert seen == {"toggled": False, "zeroed": True, "stepped": True, "restored": True}
     assert module.trainer.global_step == 0
 
 
 def test_overrides_with_the_2_6_6_signature_keep_working(tmp_path):
-    """Subclasses written for 2.6.6: plain calls, ``toggled_optimizer`` and ``toggle_model`` call them as before."""
+    """Subclasses written for 2.6.6: plain calls, ``toggled_optimizer`` (also stepping) and ``toggle_model`` call
+    them with the optimizer alone and ignore their result."""
     calls = []
 
     class OldSignature(TwoOptimizers):
@@ -394,6 +457,8 @@ def test_overrides_with_the_2_6_6_signature_keep_working(tmp_path):
             opt_first.zero_grad()
             module.manual_backward(module.step(batch))
             opt_first.step()
+        with module.toggled_optimizer(opt_second, step=True):
+            module.manual_backward(module.step(batch))
         with opt_second.toggle_model():
             opt_second.zero_grad()
             module.manual_backward(module.step(batch))
@@ -401,21 +466,23 @@ def test_overrides_with_the_2_6_6_signature_keep_working(tmp_path):
 
     for module_class in (OldSignature, ForwardsAndReturnsNone):
         module = fit(lambda module_class=module_class: module_class(body), tmp_path, steps=2)
-        assert module.trainer.global_step == 4
-        assert all(p.requires_grad for name, p in module.named_parameters() if not name.startswith("frozen"))
+        assert module.trainer.global_step == 6
+        assert _trainable_except_frozen(module)
 
-    assert calls == ["old"] * 6 + ["kwargs"] * 6
+    assert calls == ["old"] * 8 + ["kwargs"] * 8
 
 
-def test_an_override_that_returns_super_supports_blocks(tmp_path):
+@pytest.mark.parametrize("style", STEPPING_STYLES)
+def test_an_override_that_returns_super_supports_blocks(style, tmp_path):
     class Forwarding(ManualToggleGAN):
         def toggle_optimizer(self, optimizer, **kwargs):
             return super().toggle_optimizer(optimizer, **kwargs)
 
-    assert _equal(fit(lambda: ManualToggleGAN("calls"), tmp_path), fit(lambda: Forwarding("block"), tmp_path))
+    assert _equal(fit(lambda: ManualToggleGAN("calls"), tmp_path), fit(lambda: Forwarding(style), tmp_path))
 
 
-def test_automatic_optimization_toggles_as_before(tmp_path):
+@pytest.mark.parametrize("form", FORMS)
+def test_automatic_optimization_toggles_as_before(form, tmp_path):
     """A bare block in automatic optimization only toggles, like ``toggled_optimizer``; accumulation is kept."""
 
     def plain(module, batch, batch_idx):
@@ -425,7 +492,7 @@ def test_automatic_optimization_toggles_as_before(tmp_path):
         return loss
 
     def block(module, batch, batch_idx):
-        with module.toggle_optimizer(module.optimizers()):
+        with _block(module, module.optimizers(), form):
             return module.step(batch)
 
     expected = fit(lambda: TwoOptimizers(plain, automatic=True), tmp_path, accumulate_grad_batches=2)
@@ -437,19 +504,20 @@ def test_automatic_optimization_toggles_as_before(tmp_path):
 _COPIES: dict[str, Any] = {}
 
 
-def _copy_inside_a_block(module: TwoOptimizers, batch: Any, batch_idx: int) -> None:
-    with module.toggle_optimizer(module.optimizers()[0], step=True):
+def _copy_inside_a_block(form: str, module: TwoOptimizers, batch: Any, batch_idx: int) -> None:
+    with _block(module, module.optimizers()[0], form, step=True):
         module.manual_backward(module.step(batch))
         _COPIES["attributes"] = set(module.__dict__)
         _COPIES["deepcopy"] = copy.deepcopy(module)
         _COPIES["pickle"] = pickle.loads(pickle.dumps(module))
 
 
-def test_copies_and_pickles_made_inside_a_block(tmp_path):
+@pytest.mark.parametrize("form", FORMS)
+def test_copies_and_pickles_made_inside_a_block(form, tmp_path):
     """An EMA or teacher copy made inside a block is what it was on 2.6.6 inside a toggle: the block adds nothing to
     the module, and the block itself still steps."""
     _COPIES.clear()
-    module = fit(lambda: TwoOptimizers(_copy_inside_a_block), tmp_path, steps=1)
+    module = fit(lambda: TwoOptimizers(functools.partial(_copy_inside_a_block, form)), tmp_path, steps=1)
 
     assert module.trainer.global_step == 1
     for kind in ("deepcopy", "pickle"):
@@ -457,17 +525,23 @@ def test_copies_and_pickles_made_inside_a_block(tmp_path):
         assert _COPIES[kind]._trainer is None, kind
 
 
-def test_module_saved_whole_trains_with_blocks_after_loading(tmp_path):
-    """A module saved whole (as with 2.6.6's ``torch.save(module)``) loads and trains with blocks."""
-    torch.manual_seed(7)
-    torch.save(ManualToggleGAN("block"), tmp_path / "module.pt")
+@pytest.mark.parametrize("style", STEPPING_STYLES)
+def test_module_saved_whole_trains_with_blocks_after_loading(style, tmp_path):
+    """A module saved whole (``torch.save(module)``), here trained first with blocks and stripped of the record of
+    open toggles that the series keeps (0010), as one saved by 2.6.6 has none: it loads and trains with blocks."""
+    module = fit(lambda: ManualToggleGAN(style), tmp_path)
+    vars(module).pop("_toggle_stack", None)
+    module.trainer = None
+    torch.save(module, tmp_path / "module.pt")
     loaded = torch.load(tmp_path / "module.pt", weights_only=False)
 
-    module = fit(lambda: loaded, tmp_path)
-    assert module.trainer.global_step == 8
+    retrained = fit(lambda: loaded, tmp_path)
+    assert retrained.trainer.global_step == 8
+    assert _requires_grad(retrained) == _requires_grad(ManualToggleGAN(style))
 
 
-def test_lr_scheduler_stepped_after_the_blocks_sees_their_steps(tmp_path):
+@pytest.mark.parametrize("style", STEPPING_STYLES)
+def test_lr_scheduler_stepped_after_the_blocks_sees_their_steps(style, tmp_path):
     class Scheduled(ManualToggleGAN):
         def configure_optimizers(self) -> Any:
             optimizers = super().configure_optimizers()
@@ -481,7 +555,7 @@ def test_lr_scheduler_stepped_after_the_blocks_sees_their_steps(tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         explicit = fit(lambda: Scheduled("calls"), tmp_path)
-        blocks = fit(lambda: Scheduled("block"), tmp_path)
+        blocks = fit(lambda: Scheduled(style), tmp_path)
 
     assert not [w for w in caught if "lr_scheduler" in str(w.message)]
     assert _equal(explicit, blocks)
@@ -490,7 +564,8 @@ def test_lr_scheduler_stepped_after_the_blocks_sees_their_steps(tmp_path):
 
 
 @RunIf(min_torch="2.4")  # fp16 autocast on CPU
-def test_stepping_block_with_a_gradient_scaler_trains_like_the_explicit_calls(tmp_path):
+@pytest.mark.parametrize("style", STEPPING_STYLES)
+def test_stepping_block_with_a_gradient_scaler_trains_like_the_explicit_calls(style, tmp_path):
     """A gradient scaler that skips the first step on overflow: the block's step goes through the precision plugin."""
     from lightning.pytorch.plugins.precision import MixedPrecision
 
@@ -503,31 +578,32 @@ def test_stepping_block_with_a_gradient_scaler_trains_like_the_explicit_calls(tm
         return [MixedPrecision("16-mixed", "cpu")]
 
     explicit = fit(lambda: Overflowing("calls"), tmp_path, steps=2, plugins=plugins())
-    blocks = fit(lambda: Overflowing("block"), tmp_path, steps=2, plugins=plugins())
+    blocks = fit(lambda: Overflowing(style), tmp_path, steps=2, plugins=plugins())
 
     assert blocks.trainer.global_step == explicit.trainer.global_step
     assert blocks.trainer.precision_plugin.scaler.get_scale() == explicit.trainer.precision_plugin.scaler.get_scale()
     assert _equal(explicit, blocks)
 
 
-def test_closure_optimizer_with_a_bare_block(tmp_path):
+@pytest.mark.parametrize("form", FORMS)
+def test_closure_optimizer_in_blocks(form, tmp_path):
     class LBFGSModule(TwoOptimizers):
         def configure_optimizers(self) -> Any:
             first = list(self.first.parameters()) + list(self.frozen.parameters())
             return [torch.optim.LBFGS(first, lr=0.1), torch.optim.SGD(self.layer.parameters(), lr=0.1)]
 
     def stepping(module, batch, batch_idx):
-        with module.toggle_optimizer(module.optimizers()[0], step=True):
+        with _block(module, module.optimizers()[0], form, step=True):
             module.manual_backward(module.step(batch))
 
     module = LBFGSModule(stepping)
     with pytest.raises(TypeError, match="float"):  # LBFGS's own error: the block's step passes it no closure
         fit(lambda: module, tmp_path, steps=1)
-    assert all(p.requires_grad for name, p in module.named_parameters() if not name.startswith("frozen"))
+    assert _trainable_except_frozen(module)
 
     def closure_step(module, batch, batch_idx):
         lbfgs = module.optimizers()[0]
-        with module.toggle_optimizer(lbfgs):
+        with _block(module, lbfgs, form):
 
             def closure():
                 lbfgs.zero_grad()
@@ -543,19 +619,20 @@ def test_closure_optimizer_with_a_bare_block(tmp_path):
 # --- misuse of the opted-in form does what its code says ------------------------------------------------------------
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize(("accumulate_grad_batches", "same_as_plain"), [(1, True), (2, False)])
 def test_a_stepping_block_in_automatic_optimization_zeroes_and_steps_as_written(
-    accumulate_grad_batches, same_as_plain, tmp_path
+    accumulate_grad_batches, same_as_plain, form, tmp_path
 ):
-    """The Trainer zeroes and steps there; the block zeroes when called and steps the not yet computed gradients on
-    exit. Without accumulation that changes nothing; with it, the block's ``zero_grad`` discards the accumulated
+    """The Trainer zeroes and steps there; the block zeroes when it starts and steps the not yet computed gradients
+    on exit. Without accumulation that changes nothing; with it, the block's ``zero_grad`` discards the accumulated
     gradients, as written (the docs say: use a bare block in automatic optimization)."""
 
     def plain(module, batch, batch_idx):
         return module.step(batch)
 
     def block(module, batch, batch_idx):
-        with module.toggle_optimizer(module.optimizers(), step=True):
+        with _block(module, module.optimizers(), form, step=True):
             return module.step(batch)
 
     kwargs = {"steps": 4, "accumulate_grad_batches": accumulate_grad_batches}
@@ -564,86 +641,109 @@ def test_a_stepping_block_in_automatic_optimization_zeroes_and_steps_as_written(
 
     assert actual.trainer.global_step == expected.trainer.global_step
     assert _equal(expected, actual) is same_as_plain
-    assert all(p.requires_grad for name, p in actual.named_parameters() if not name.startswith("frozen"))
+    assert _trainable_except_frozen(actual)
 
 
-@pytest.mark.parametrize("outer", ["toggle_model", "toggled_optimizer", "toggle_optimizer"])
-def test_stepping_block_inside_another_optimizers_toggle_is_refused(outer, tmp_path):
-    """Inside another optimizer's toggle (0010): refused before anything toggles or steps; the outer one restores."""
+# --- nesting: another optimizer's block or toggle, well defined (0010) ----------------------------------------------
+
+FIRST = {"first.weight", "first.bias"}
+LAYER = {"layer.weight", "layer.bias"}
+
+
+def _trainable(module: LightningModule) -> set:
+    return {name for name, flag in _requires_grad(module).items() if flag}
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("outer", ["toggle_model", "toggled_optimizer", "toggle_optimizer_block", "toggle_calls"])
+def test_stepping_block_inside_another_optimizers_toggle(outer, form, tmp_path):
+    """The block's optimizer's parameters are trainable in it and it steps; the outer toggle's state is back after
+    it, and everything after the outer one."""
     seen = {}
 
     def body(module, batch, batch_idx):
-        before = _requires_grad(module)
         opt_first, opt_second = module.optimizers()
-        with pytest.raises(RuntimeError, match="another optimizer's toggle"):  # noqa: PT012 - each form of nesting
-            if outer == "toggle_model":
-                with opt_first.toggle_model(), module.toggle_optimizer(opt_second, step=True):
-                    pass
-            elif outer == "toggled_optimizer":
-                with module.toggled_optimizer(opt_first), module.toggle_optimizer(opt_second, step=True):
-                    pass
-            else:  # a plain call, untoggled after the block
-                module.toggle_optimizer(opt_first)
-                try:
-                    with module.toggle_optimizer(opt_second, step=True):
-                        pass
-                finally:
-                    module.untoggle_optimizer(opt_first)
-        seen["restored"] = _requires_grad(module) == before
-        seen["state"] = module._param_requires_grad_state
-
-    module = fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
-
-    assert seen == {"restored": True, "state": {}}
-    assert module.trainer.global_step == 0
-
-
-@pytest.mark.parametrize("inner", ["toggle_optimizer", "toggled_optimizer", "toggle_model"])
-def test_toggle_of_the_other_optimizer_inside_a_stepping_block_is_refused(inner, tmp_path):
-    """The inner toggle raises (0010); the block skips its step on the exception and restores every parameter."""
-    seen = {}
-
-    def body(module, batch, batch_idx):
-        before = _requires_grad(module)
-        opt_first, opt_second = module.optimizers()
-        toggles = {
-            "toggle_optimizer": lambda: module.toggle_optimizer(opt_second),
-            "toggled_optimizer": lambda: module.toggled_optimizer(opt_second).__enter__(),
-            "toggle_model": lambda: opt_second.toggle_model().__enter__(),
+        weights = _parameters(module)
+        outers = {
+            "toggle_model": opt_first.toggle_model,
+            "toggled_optimizer": lambda: module.toggled_optimizer(opt_first),
+            "toggle_optimizer_block": lambda: module.toggle_optimizer(opt_first),
         }
-        block = module.toggle_optimizer(opt_first, step=True)
-        with pytest.raises(RuntimeError, match="another optimizer's toggle"), block:  # noqa: PT012 - raises in it
-            module.manual_backward(module.step(batch))
-            toggles[inner]()
-        seen["restored"] = _requires_grad(module) == before
+        if outer == "toggle_calls":
+            module.toggle_optimizer(opt_first)
+        with outers.get(outer, contextlib.nullcontext)():
+            with _block(module, opt_second, form, step=True):
+                seen["inner"] = _trainable(module)
+                module.manual_backward(module.step(batch))
+            seen["outer after inner"] = _trainable(module)
+        if outer == "toggle_calls":
+            module.untoggle_optimizer(opt_first)
+        seen["after"] = _trainable(module)
+        seen["stepped"] = {name for name, p in _parameters(module).items() if not torch.equal(p, weights[name])}
 
     module = fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
 
-    assert seen == {"restored": True}
-    assert module.trainer.global_step == 0
+    assert seen == {"inner": LAYER, "outer after inner": FIRST, "after": FIRST | LAYER, "stepped": LAYER}
+    assert module.trainer.global_step == 1
 
 
-def test_a_result_entered_twice_untoggles_twice(tmp_path):
-    """A second ``with`` on one result toggles nothing (the call toggled once) and its untoggle restores nothing."""
-    seen = {}
+def _nested_phases(form, inner, module, batch, batch_idx):
+    opt_first, opt_second = module.optimizers()
+    with _block(module, opt_first, form, step=True):
+        module.manual_backward(module.phase_loss(batch, 0))
+        if inner == "calls":
+            module.toggle_optimizer(opt_second)
+            opt_second.zero_grad()
+            module.manual_backward(module.phase_loss(batch, 1))
+            opt_second.step()
+            module.untoggle_optimizer(opt_second)
+        elif inner == "toggle_model":
+            with opt_second.toggle_model():
+                opt_second.zero_grad()
+                module.manual_backward(module.phase_loss(batch, 1))
+                opt_second.step()
+        else:
+            with _block(module, opt_second, inner, step=True):
+                module.manual_backward(module.phase_loss(batch, 1))
 
-    def body(module, batch, batch_idx):
-        toggle = module.toggle_optimizer(module.optimizers()[0])
-        with toggle:
-            module.manual_backward(module.step(batch))
-        with toggle:
-            seen["toggled"] = not module.layer.weight.requires_grad
-        seen["requires_grad"] = all(p.requires_grad for n, p in module.named_parameters() if not n.startswith("frozen"))
 
-    fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
+def _phases_one_after_the_other(module, batch, batch_idx):
+    opt_first, opt_second = module.optimizers()
+    module.toggle_optimizer(opt_first)
+    opt_first.zero_grad()
+    module.manual_backward(module.phase_loss(batch, 0))
+    module.untoggle_optimizer(opt_first)
+    module.toggle_optimizer(opt_second)
+    opt_second.zero_grad()
+    module.manual_backward(module.phase_loss(batch, 1))
+    opt_second.step()
+    module.untoggle_optimizer(opt_second)
+    opt_first.step()
 
-    assert seen == {"toggled": False, "requires_grad": True}
+
+@pytest.mark.parametrize("inner", ["toggled_optimizer", "toggle_optimizer", "toggle_model", "calls"])
+@pytest.mark.parametrize("form", FORMS)
+def test_another_optimizers_phase_inside_a_stepping_block(form, inner, tmp_path):
+    """Each optimizer gets the gradients of its own phase only: bit-identical to the phases one after the other."""
+    recorder = RequiresGradRecorder()
+    nested = fit(
+        lambda: TwoOptimizers(lambda *args: _nested_phases(form, inner, *args)), tmp_path, callbacks=[recorder]
+    )
+    explicit = fit(lambda: TwoOptimizers(_phases_one_after_the_other), tmp_path)
+
+    assert recorder.changed == []
+    assert nested.trainer.global_step == explicit.trainer.global_step == 8
+    assert _equal(explicit, nested)
 
 
+# --- exceptions -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("style", STEPPING_STYLES)
 @pytest.mark.parametrize("backend", [None, pytest.param("aot_eager", marks=RunIf(dynamo=True))])
-def test_exception_in_a_stepping_block_skips_the_step_and_restores_requires_grad(backend, tmp_path):
+def test_exception_in_a_stepping_block_skips_the_step_and_restores_requires_grad(backend, style, tmp_path):
     torch.manual_seed(7)
-    module = ManualToggleGAN("block", fail_at=1)
+    module = ManualToggleGAN(style, fail_at=1)
     before = _requires_grad(module)
 
     with pytest.raises(RuntimeError, match="failure inside the toggled region"):
@@ -654,14 +754,15 @@ def test_exception_in_a_stepping_block_skips_the_step_and_restores_requires_grad
     assert module._param_requires_grad_state == {}
 
 
-def test_untoggle_inside_a_stepping_block_still_steps_on_exit(tmp_path):
+@pytest.mark.parametrize("form", FORMS)
+def test_untoggle_inside_a_stepping_block_still_steps_on_exit(form, tmp_path):
     """The untoggle written in the block restores every parameter; the block steps on exit and untoggles again."""
     seen = {}
 
     def body(module, batch, batch_idx):
         before = _requires_grad(module)
         optimizer = module.optimizers()[0]
-        with module.toggle_optimizer(optimizer, step=True):
+        with _block(module, optimizer, form, step=True):
             module.manual_backward(module.step(batch))
             module.untoggle_optimizer(optimizer)
         seen["restored"] = _requires_grad(module) == before
@@ -688,12 +789,13 @@ def _first_optimizer_failing_in(method: str) -> type[TwoOptimizers]:
     return Module
 
 
-def test_a_step_that_raises_on_exit_still_untoggles(tmp_path):
+@pytest.mark.parametrize("form", FORMS)
+def test_a_step_that_raises_on_exit_still_untoggles(form, tmp_path):
     seen = {}
 
     def body(module, batch, batch_idx):
         before = _requires_grad(module)
-        block = module.toggle_optimizer(module.optimizers()[0], step=True)
+        block = _block(module, module.optimizers()[0], form, step=True)
         with pytest.raises(RuntimeError, match="step failed"), block:  # noqa: PT012 - raises on exit
             module.manual_backward(module.step(batch))
         seen["restored"] = _requires_grad(module) == before
@@ -704,19 +806,21 @@ def test_a_step_that_raises_on_exit_still_untoggles(tmp_path):
     assert seen == {"restored": True, "state": {}}
 
 
-def test_failing_zero_grad_leaves_nothing_toggled(tmp_path):
+@pytest.mark.parametrize("form", FORMS)
+def test_failing_zero_grad_leaves_nothing_toggled(form, tmp_path):
     seen = {}
 
     def body(module, batch, batch_idx):
         before = _requires_grad(module)
         opt_first, opt_second = module.optimizers()
-        with pytest.raises(RuntimeError, match="zero_grad failed"), module.toggle_optimizer(opt_first, step=True):
+        with pytest.raises(RuntimeError, match="zero_grad failed"), _block(module, opt_first, form, step=True):
             pass
         seen["restored"] = _requires_grad(module) == before
-        with module.toggle_optimizer(opt_second, step=True):  # nothing is left toggled
+        with _block(module, opt_second, form, step=True):  # nothing is left toggled
+            seen["second"] = _trainable(module)
             module.manual_backward(module.step(batch))
 
     module = fit(lambda: _first_optimizer_failing_in("zero_grad")(body), tmp_path, steps=1)
 
-    assert seen == {"restored": True}
+    assert seen == {"restored": True, "second": LAYER}
     assert module.trainer.global_step == 1

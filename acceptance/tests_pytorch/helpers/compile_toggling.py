@@ -93,8 +93,9 @@ class ManualToggleGAN(BoringModel):
 
     ``BoringModel``'s ``layer`` is the discriminator. ``style`` selects how the phase is written: ``"calls"`` (toggle,
     zero_grad, backward, step, untoggle), ``"toggled"`` (the same inside ``with self.toggled_optimizer(opt):``),
-    ``"block"`` (``with self.toggle_optimizer(opt, step=True):`` around the backward only) or ``"renamed"`` (the body
-    of ``"toggled"`` inside a bare ``with self.toggle_optimizer(opt):``, which only toggles). With ``three=True`` a
+    ``"block"`` (``with self.toggle_optimizer(opt, step=True):`` around the backward only), ``"toggled_block"``
+    (``with self.toggled_optimizer(opt, step=True):`` around the backward only) or ``"renamed"`` (the body of
+    ``"toggled"`` inside a bare ``with self.toggle_optimizer(opt):``, which only toggles). With ``three=True`` a
     third optimizer shares parameters with the others. ``optimizer`` is ``"sgd"`` or ``"adam"``. ``clip`` clips the
     gradients' norm to this value between backward and step, as the manual optimization docs show.
     """
@@ -120,8 +121,9 @@ class ManualToggleGAN(BoringModel):
         self.frozen.requires_grad_(False)
 
     def _phase(self, optimizer: Any, phase: int, batch: Any, fail: bool) -> None:
-        if self.style == "block":  # the block does zero_grad, step and untoggle
-            with self.toggle_optimizer(optimizer, step=True):
+        if self.style in ("block", "toggled_block"):  # the block does zero_grad, step and untoggle
+            block = self.toggle_optimizer if self.style == "block" else self.toggled_optimizer
+            with block(optimizer, step=True):
                 self.manual_backward(self._loss(phase, batch))
                 self._clip(optimizer)
                 if fail:
