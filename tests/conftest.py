@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import signal
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,6 +107,15 @@ def make_base(
     source = resolve_source(ws, pin, checkout, use_git, force)
     ws.workdir.mkdir(parents=True, exist_ok=True)
     return tool_tree(ws, pin, [], source, quiet)[0]
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers() -> Iterator[None]:
+    """``main()`` ignores interrupts once its work is done (for the process's last moments): not for the next test."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
 
 
 @pytest.fixture

@@ -83,9 +83,10 @@ def test_failing_patch_is_named_and_leaves_no_tree(synthetic):
 
 
 def test_leftovers_of_a_killed_run_are_the_tools_and_removed(synthetic):
-    """A run killed (SIGKILL) while building leaves ``<tree>.partial`` or, between two renames, ``<tree>.old``."""
+    """A run killed (SIGKILL) while building leaves ``<tree>.partial`` and ``<tree>.partial.unpack`` (an ``<tree>.old``
+    is removed only while it is a tree as built: tests/test_third_hostile_pass.py)."""
     synthetic.ws.trees.mkdir(parents=True)
-    for leftover in ("sdist-1.0.partial", "sdist-1.0.old"):
+    for leftover in ("sdist-1.0.partial", "sdist-1.0.partial.unpack"):
         scratch.make_dir(scratch.claim(synthetic.ws.trees / leftover))  # as the killed run made it
         (synthetic.ws.trees / leftover / "junk").write_text("left by a killed run")
 

@@ -106,7 +106,7 @@ def test_export_in_an_empty_workdir_is_one_error_line(synthetic, tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         f"error: there is no tree to export at {tmp_path / 'empty' / 'edit' / 'sdist-1.0'}; make one to edit with "
-        "`python -m patchseries edit`, or pass --tree"
+        f"`python -m patchseries edit --patches {synthetic.ws.patches} --workdir {tmp_path / 'empty'}`, or pass --tree"
     ]
 
 

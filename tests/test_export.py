@@ -158,6 +158,17 @@ def test_hand_edit_beside_a_left_out_hunk_is_still_drift(synthetic, upstream_ser
     )
 
 
+def test_row_10_dropping_hunks_suggests_an_edit_tree_of_an_upstream_base(synthetic, upstream_series):
+    """Issue 39, row 10: the remedy named `apply --git` (the tool's tree) instead of `edit --git`, without the run's
+    options."""
+    patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
+    git(synthetic.tree, "am", "-q", f"--exclude={DOCS}", str(patch))
+    edit = "python -m patchseries edit --git --workdir W"
+
+    with pytest.raises(SeriesError, match=f"an upstream base \\({edit}, or --checkout PATH instead of --git\\)"):
+        export_series(synthetic.tree, synthetic.ws.patches, branch="series", lacks=LACKS, upstream_edit=edit)
+
+
 def test_check_on_an_upstream_tree_checks_every_hunk(synthetic, upstream_series):
     patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
     assert _report(synthetic, upstream_series, lacks=()).problems == []

@@ -321,7 +321,7 @@ def test_work_hidden_by_the_trees_own_excludes_is_refused_and_left(synthetic, ma
     proc = synthetic.run("apply")
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "a file its .git/info/exclude hides is not the tool's" in proc.stderr.splitlines()[-1]
+    assert "the tool did not make" in proc.stderr.splitlines()[-1]
     assert _snapshot(tree) == before
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries import scratch
-from patchseries.base import BASE_REF, BaseSource, BaseTree, build_base
+from patchseries.base import BaseSource, BaseTree, build_base, kept_download
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, git, git_path, has_path, out
 from patchseries.paths import Workspace
@@ -25,6 +25,8 @@ from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, fingerprint
 from patchseries.trees import (
+    BASE_REF,
+    BaseRecord,
     Record,
     building_path,
     changes_since_built,
@@ -58,13 +60,15 @@ def tool_tree(
     """The tool's tree of ``source`` with ``patches`` applied on branch ``series``: reused, replaced or made."""
     tree = ws.trees / source.tree_name
     wanted = fingerprint(patches)
+    if source.kind == "sdist":  # the kept download is checked on every run, also when the tree is reused
+        kept_download(ws, pin)
     remove_leftovers(tree)
     if tree.is_dir() and not tree.is_symlink() and not any(tree.iterdir()):
         tree.rmdir()  # empty: nothing of anyone's is in it (a rename an interrupt cut short)
     if tree.exists() or tree.is_symlink():
         why = changes_since_built(tree)
         if why is not None:
-            refuse_unless_built(tree, why)
+            refuse_unless_built(tree, why, ws.command("export", "--tree", tree))
         record = read_record(tree)
         assert record is not None  # changes_since_built checked it
         if (record.source, record.fingerprint) == (source.key, wanted):
@@ -74,6 +78,7 @@ def tool_tree(
     with _building(tree) as building:
         base = build_base(ws, pin, source, building, log)
         result = apply_series(base, patches, pin, log)
+        BaseRecord(pin.identity, str(ws.patches)).write(building)
         Record(source.key, wanted, base.base_commit, result.head).write(building)
         replace_tree(tree, building)
     result.tree = tree
@@ -94,8 +99,8 @@ def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
     with _building(tree) as building:
         base = build_base(ws, pin, source, building, log)
         apply_series(base, patches, pin, log)
-        building.rename(tree)
-        scratch.release(building)
+        BaseRecord(pin.identity, str(ws.patches)).write(building)
+        scratch.move_out(building, tree)
     log(f"made {tree}: branch {SERIES_BRANCH} is the series on branch base; change it there (git rebase -i base), "
         "then export it")  # fmt: skip
     return tree

@@ -12,24 +12,31 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 from pathlib import Path
 
+from patchseries.errors import SeriesError
 from patchseries.interrupts import stage
-from patchseries.paths import partial_path, remove
+from patchseries.paths import remove
 
 STAGING = "export.partial"
 _RECORD = ".commit"
+_MARK = ".patchseries-staging"  # in the staging folder: made by an export, not a person's folder of that name
 
 
 def write_file(path: Path, text: str) -> None:
     """Replace ``path`` by ``text`` in one rename; the text is written as it is (no newline translation).
 
-    A write that fails (a full disk, an interrupt) leaves ``path`` as it was and removes the half-written copy.
+    A write that fails (a full disk, an interrupt) leaves ``path`` as it was and removes the half-written copy. The
+    copy has a fresh name of its own (``<name>.<random>.partial``): whatever is at any other name beside ``path``, a
+    person's file or a link, is never removed or written through.
     """
-    staged = partial_path(path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".partial")
+    os.close(fd)
+    staged = Path(name)
     try:
-        staged.unlink(missing_ok=True)  # never written through: a link there would have its target overwritten
         staged.write_bytes(text.encode())
+        staged.chmod(0o644)
         stage(f"write-{path.name}")
         os.replace(staged, path)
     except BaseException:
@@ -41,8 +48,15 @@ def start_rewrite(folder: Path) -> Path:
     """A fresh staging folder inside ``folder``, after completing a committed rewrite an interrupt left."""
     finish_rewrite(folder)
     staging = folder / STAGING
-    remove(staging)  # an uncommitted rewrite: the folder still holds the old files
+    if staging.exists() or staging.is_symlink():
+        if not _is_staging(staging):
+            raise SeriesError(
+                f"{staging} is in the way: export stages a series under that name and did not make what is there, "
+                "which may be yours; move it away and re-run; nothing was changed"
+            )
+        remove(staging)  # an uncommitted rewrite: the folder still holds the old files
     staging.mkdir(parents=True)  # the folder too, if this is its first export
+    (staging / _MARK).write_text("")
     return staging
 
 
@@ -55,8 +69,15 @@ def commit_rewrite(folder: Path, written: list[str], removed: list[str]) -> None
 def discard_uncommitted(folder: Path) -> None:
     """Remove a staged rewrite that was not committed (after a refusal or an error); a committed one is kept."""
     staging = folder / STAGING
-    if staging.is_dir() and not (staging / _RECORD).is_file():
+    if _is_staging(staging) and not (staging / _RECORD).is_file():
         remove(staging)
+
+
+def _is_staging(staging: Path) -> bool:
+    """Whether ``staging`` is a folder an export made: marked, or empty (an export killed before it marked it)."""
+    if staging.is_symlink() or not staging.is_dir():
+        return False
+    return (staging / _MARK).is_file() or not any(staging.iterdir())
 
 
 def finish_rewrite(folder: Path) -> bool:

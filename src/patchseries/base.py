@@ -21,13 +21,11 @@ from patchseries import gitcmd, scratch
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, add_excludes, git, out
 from patchseries.interrupts import stage
-from patchseries.paths import Workspace, partial_path, remove
+from patchseries.paths import Workspace, partial_path
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.trees import remove_tool_worktree, unpack_path
+from patchseries.trees import BASE_BRANCH, BASE_REF, remove_tool_worktree, unpack_path
 
-BASE_BRANCH = "base"
-BASE_REF = f"refs/heads/{BASE_BRANCH}"  # never a tag or remote ref of the same name
 # Files that building or installing the tree creates; ignored so that they never make the tree look modified.
 BUILD_ARTIFACTS = ("*.egg-info/", "__pycache__/", "build/", ".pytest_cache/", ".coverage*", "coverage.xml")
 
@@ -90,8 +88,9 @@ def build_base(ws: Workspace, pin: Pin, source: BaseSource, dest: Path, log: Log
         return BaseTree(dest, source.kind)
     scratch.make_dir(dest)  # git clones into the empty folder: recorded as the tool's before anything is in it
     if source.kind == "checkout":
-        log(f"cloning {source.location} at {source.ref[:12]} (shared, read-only for the original)")
-        _clone(dest, source.location, ["--shared", "--no-checkout"], source.ref)
+        # its own objects (hard links where it can): a --shared clone breaks when the checkout moves or prunes
+        log(f"cloning {source.location} at {source.ref[:12]} (read-only for the original)")
+        _clone(dest, source.location, ["--no-checkout"], source.ref)
     elif pin.commit:
         log(f"cloning {pin.git_url} at {pin.commit[:12]}")
         # a full clone: an unreleased commit cannot be fetched shallowly by name from every host
@@ -127,8 +126,8 @@ def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path,
 
 def _clone(dest: Path, source: str, options: list[str], commit: str, network: bool = False) -> None:
     """Clone ``source`` into ``dest`` and keep only branch ``base`` at ``commit``: no remote, tag or other branch."""
-    try:
-        git("clone", "--quiet", *options, source, dest)
+    try:  # over the network with the person's configuration (a proxy, url.insteadOf), as their own git would
+        git("clone", "--quiet", *options, source, dest, user_config=network)
     except SeriesError as exc:
         if network:
             raise SeriesError(f"cannot clone {source} (is it reachable from here?): {exc}") from None
@@ -147,7 +146,7 @@ def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
     It is unpacked beside ``building`` (:func:`patchseries.trees.unpack_path`), which the next build removes if a
     SIGKILL left it: a temporary folder of the work directory would outlive such a run for good.
     """
-    unpacking = scratch.make_dir(scratch.claim(unpack_path(building)))
+    unpacking = scratch.make_dir(scratch.claim(unpack_path(building)), marked=True)
     try:
         _safe_extract(archive, unpacking)
         stage("fetch-unpacked")
@@ -175,37 +174,48 @@ def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
 
 def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
     """Download the sdist once, verify its sha256, and refuse (deleting it) on mismatch."""
+    kept = kept_download(ws, pin)
+    if kept is not None:
+        return kept
     target = ws.downloads / pin.sdist_filename
-    if target.is_file():  # kept only after its sha256 matched the pin: another digest now means the pin changed
-        cached = _sha256(target)
-        if cached != pin.sdist_sha256:
-            raise SeriesError(
-                f"sha256 mismatch for {pin.sdist_filename}: the pin says {pin.sdist_sha256}, the download kept in "
-                f"{target} (checked when it was made) has {cached}; correct the pin, or if the pin is right, remove "
-                "that file and re-run"
-            )
-        return target
     ws.downloads.mkdir(parents=True, exist_ok=True)
     log(f"downloading {pin.sdist_url}")
-    partial = partial_path(target)
-    remove(partial)  # a SIGKILLed run's, or a link: opened as it is, a link would be written through, into its target
+    # claimed: a person's file or folder at that name is refused, never removed; a link is never written through
+    partial = scratch.claim(partial_path(target))
     try:
-        with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, partial.open("wb") as sink:
+        with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, partial.open("xb") as sink:
+            scratch.own(partial)
             shutil.copyfileobj(response, sink)
             stage("fetch-download")
     except (urllib.error.URLError, OSError) as exc:
-        remove(partial)
+        scratch.remove(partial)
         raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
     except BaseException:  # an interrupt: a half-downloaded file is never kept
-        remove(partial)
+        scratch.remove(partial)
         raise
     actual = _sha256(partial)
     if actual != pin.sdist_sha256:
-        remove(partial)
+        scratch.remove(partial)
         raise SeriesError(
             f"sha256 mismatch for {pin.sdist_filename}: expected {pin.sdist_sha256}, got {actual}; refusing to use it"
         )
     partial.replace(target)
+    scratch.release(partial)
+    return target
+
+
+def kept_download(ws: Workspace, pin: Pin) -> Path | None:
+    """The sdist kept in the work directory, checked against the pin on every run (None if there is none)."""
+    target = ws.downloads / pin.sdist_filename
+    if not target.is_file():
+        return None
+    cached = _sha256(target)
+    if cached != pin.sdist_sha256:  # kept only after its sha256 matched: another digest is a changed pin or file
+        raise SeriesError(
+            f"sha256 mismatch for {pin.sdist_filename}: the pin says {pin.sdist_sha256}, the download kept in "
+            f"{target} has {cached}; correct the pin, or if the pin is right, remove that file (rm {target}) and "
+            "re-run"
+        )
     return target
 
 

@@ -16,13 +16,13 @@ from patchseries import __version__, wheelcli
 from patchseries.atomic import write_file
 from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_index, torch_release
 from patchseries.errors import SeriesError
-from patchseries.interrupts import sigterm_as_interrupt
+from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage
 from patchseries.lock import series_lock, workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
 from patchseries.series import read_series
-from patchseries.wheels import check_python, running_python
+from patchseries.wheels import check_known, check_python, running_python
 
 if TYPE_CHECKING:
     from patchseries.pin import Pin
@@ -84,6 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             _validate_pins(args, ws)
             with _lock(args, ws):
                 status = int(args.handler(args, ws))
+            # the work is done and said: a signal now would only turn its exit status into 143 (third hostile pass)
+            ignore_interrupts()
+            stage("command-done")
             sys.stdout.flush()
             return status
     except SeriesError as exc:
@@ -107,6 +110,7 @@ def _validate(args: argparse.Namespace) -> None:
         torch_index()
     if args.command == "test":
         args.torch = torch_release(args.torch)  # `--torch 2.13` is 2.13.0, and uses 2.13.0's environment
+        check_known(args.torch, parse_torch_version(args.torch))
         check_python(args.torch, parse_torch_version(args.torch), running_python())
     if args.command == "matrix":
         if args.refresh_compile_stats and not args.from_json:
@@ -118,12 +122,16 @@ def _validate(args: argparse.Namespace) -> None:
             )
         if args.torch:  # each release once, by its full number (`--torch 2.13 --torch 2.13.0` is one run)
             args.torch = list(dict.fromkeys(torch_release(version) for version in args.torch))
+            for version in args.torch:
+                check_known(version, parse_torch_version(version))
     if args.command in ("export", "forward"):
         from patchseries.export import AUTHOR_ENV, parse_identity
 
-        args.author = args.author or os.environ.get(AUTHOR_ENV) or None
         if args.author:
             parse_identity(args.author)
+        elif os.environ.get(AUTHOR_ENV):
+            args.author = os.environ[AUTHOR_ENV]
+            parse_identity(args.author, given_as=AUTHOR_ENV)
 
 
 def _validate_pins(args: argparse.Namespace, ws: Workspace) -> None:
@@ -218,17 +226,18 @@ def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries.export import export_series
+    from patchseries.export import export_series, refuse_another_base
 
     tree = (args.tree or _default_tree(ws)).resolve()
     if not (tree / ".git").exists():
         raise SeriesError(
-            f"there is no tree to export at {tree}; make one to edit with `python -m patchseries edit`, or pass --tree"
+            f"there is no tree to export at {tree}; make one to edit with `{ws.command('edit')}`, or pass --tree"
         )
-    lacks = load_pin(ws.pin_file).sdist_lacks
+    pin = load_pin(ws.pin_file)
+    refuse_another_base(tree, pin, ws.pin_file, ws.command("edit"))
     names = export_series(
-        tree, ws.patches, branch=args.branch, lacks=lacks, drop_lacking=args.drop_missing, author=args.author,
-        refuse_placeholder_authors=True,
+        tree, ws.patches, branch=args.branch, lacks=pin.sdist_lacks, drop_lacking=args.drop_missing,
+        author=args.author, refuse_placeholder_authors=True, upstream_edit=ws.command("edit", "--git"),
     )  # fmt: skip
     print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
     unlisted = sorted(path.name for path in ws.patches.glob("*.patch") if path.name not in names)
@@ -319,6 +328,7 @@ def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import matrix
 
     if args.write_docs:
+        args.write_docs = args.write_docs.resolve()  # a link's page is the one written, never the link replaced
         matrix.check_table_page(args.write_docs)  # now, not after a run of minutes
     out_dir = ws.reports / "matrix"
     saved = out_dir / "matrix.json"

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries.atomic import commit_rewrite, discard_uncommitted, start_rewrite
-from patchseries.base import BASE_REF
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files, worktrees
 from patchseries.interrupts import stage
-from patchseries.series import Patch, file_sections, parse_patch, read_series, section_path
-from patchseries.trees import refuse_operation_in_progress
+from patchseries.pin import Pin
+from patchseries.series import Patch, file_sections, listed_names, parse_patch, read_series, section_path
+from patchseries.trees import BASE_REF, BaseRecord, refuse_operation_in_progress
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (
@@ -30,8 +30,18 @@ FORMAT_PATCH_OPTIONS = (
     "--stat=80",
     "--encode-email-headers",
     "--no-add-header",
+    "--no-attach",
 )
-_FORMAT_CONFIG = ("-c", "format.useAutoBase=false")
+# What a repository's own configuration (a person's edit tree) could change in a patch, set to git's defaults: the
+# same patch bytes on every machine (the global and system configuration are never read: gitcmd.NEUTRAL_CONFIG)
+_FORMAT_SETTINGS = (
+    "format.useAutoBase=false", "format.signOff=false", "format.notes=false", "format.suffix=.patch",
+    "format.filenameMaxLength=64", "format.from=false", "format.forceInBodyFrom=false", "format.mboxrd=false",
+    "format.noprefix=false", "diff.context=3", "diff.interHunkContext=0", "diff.algorithm=myers",
+    "diff.indentHeuristic=true", "diff.suppressBlankEmpty=false", "diff.orderFile=/dev/null", "diff.srcPrefix=a/",
+    "diff.dstPrefix=b/",
+)  # fmt: skip
+_FORMAT_CONFIG = tuple(option for setting in _FORMAT_SETTINGS for option in ("-c", setting))
 AUTHOR_ENV = "PATCHSERIES_AUTHOR"  # the author of every written patch when --author is not given
 _IDENTITY = re.compile(r"^(?P<name>[^<>]*[^<>\s])\s*<(?P<email>[^<>\s@]+@[^<>\s@]+)>$")
 _FROM = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)
@@ -49,6 +59,7 @@ def export_series(
     drop_lacking: bool = False,
     author: str | None = None,
     refuse_placeholder_authors: bool = False,
+    upstream_edit: str = "python -m patchseries edit --git",
 ) -> list[str]:
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files plus ``series`` into ``patches_dir``.
 
@@ -72,14 +83,15 @@ def export_series(
     refuse_operation_in_progress(repo)
     label, branch = branch, branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
     base_label = base.removeprefix("refs/heads/")
-    dirty = uncommitted_files(repo)
-    if dirty:
-        shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
-        raise SeriesError(
-            f"{repo} has uncommitted changes ({shown}), which export would leave out; commit them on {label} "
-            f"(git commit, or git commit --fixup and git rebase -i --autosquash {base_label}) or stash them, then "
-            "export"
-        )
+    for worktree in worktrees(repo):  # the branch may be checked out, and edited, in any of them
+        dirty = uncommitted_files(worktree, user_config=True)  # what the person's own gitignore hides is not work
+        if dirty:
+            shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
+            raise SeriesError(
+                f"{worktree} has uncommitted changes ({shown}), which export would leave out; commit them on {label} "
+                f"(git commit, or git commit --fixup and git rebase -i --autosquash {base_label}) or stash them, "
+                "then export"
+            )
     if git("rev-parse", "--verify", "--quiet", branch, cwd=repo, check=False).returncode != 0:
         raise SeriesError(f"{repo} has no branch {label!r}; make a tree with `patchseries edit`, or pass --branch")
     if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=repo, check=False).returncode != 0:
@@ -91,6 +103,9 @@ def export_series(
         raise SeriesError(f"{base_label}..{label} contains merge commits; a patch series must be linear (rebase it)")
     if not out("rev-list", f"{base}..{branch}", cwd=repo):
         raise SeriesError(f"branch {label!r} has no commits on top of {base_label!r}; nothing to export")
+    for worktree in worktrees(repo):
+        _refuse_work_beyond(worktree, branch, label)
+    _refuse_messages_am_cuts(repo, f"{base}..{branch}", base_label)
     staging = start_rewrite(patches_dir)
     try:
         with tempfile.TemporaryDirectory(prefix="patchseries-export-") as tmp:
@@ -118,8 +133,8 @@ def export_series(
         if dropped:
             raise SeriesError(
                 f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the sdist ships no "
-                "docs/ or upstream tests/), so applying left those hunks out. Make the change on an upstream tree "
-                "(python -m patchseries apply --git, or --checkout PATH) and export from there, or pass "
+                f"docs/ or upstream tests/), so applying left those hunks out. Make the change in a tree of an "
+                f"upstream base ({upstream_edit}, or --checkout PATH instead of --git) and export from there, or pass "
                 "--drop-missing to drop them"
             )
         _refuse_overwriting_unlisted(patches_dir, staging, [n for n in names if n not in listed])
@@ -130,14 +145,92 @@ def export_series(
     return names
 
 
-def parse_identity(text: str) -> tuple[str, str]:
-    """``Name <email>`` -> ``(name, email)``; anything else, or an ``@invalid`` placeholder address, is refused."""
+def parse_identity(text: str, given_as: str = "--author") -> tuple[str, str]:
+    """``Name <email>`` -> ``(name, email)``; anything else, or an ``@invalid`` placeholder address, is refused,
+    naming where it came from (``given_as``: ``--author``, or ``$PATCHSERIES_AUTHOR``)."""
+    shown = f"--author {text!r}" if given_as == "--author" else f"{given_as}={text!r}"
     match = _IDENTITY.match(text.strip())
     if match is None:
-        raise SeriesError(f"--author {text!r} is not an identity of the form 'Name <email>'")
+        raise SeriesError(f"{shown} is not an identity of the form 'Name <email>'; {_fix(given_as)}")
     if is_placeholder(match.group("email")):
-        raise SeriesError(f"--author {text!r} has an @invalid placeholder address; pass your own identity")
+        raise SeriesError(f"{shown} has an @invalid placeholder address; {_fix(given_as)}")
     return match.group("name"), match.group("email")
+
+
+def _fix(given_as: str) -> str:
+    if given_as == "--author":
+        return "pass --author 'Your Name <you@example.com>'"
+    return f"set {given_as} to 'Your Name <you@example.com>', or unset it to keep the commits' own authors"
+
+
+def refuse_another_base(repo: Path, pin: Pin, pin_file: Path, edit_command: str) -> None:
+    """Refuse to export ``repo`` into a series whose ``base.toml`` pins another base than its branch ``base``: the
+    series would be replaced by patches against that other base (found by the third hostile pass: the sdist tree
+    exported over the forward series). The base is known by the record ``edit`` wrote, else by its commit (the
+    pinned commit, the sdist's base commit, or the tag of the pinned release in the person's own clone)."""
+    record = BaseRecord.read(repo)
+    commit = git("rev-parse", "--verify", "--quiet", f"{BASE_REF}^{{commit}}", cwd=repo, check=False).stdout.strip()
+    if not commit:
+        return  # no branch base: export_series says so
+    if record is not None:
+        if record.base == pin.identity and (not pin.commit or commit == pin.commit):
+            return
+        where = f"{record.base}, for {record.patches}"
+        remedy = f"export it into that series (python -m patchseries export --tree {repo} --patches {record.patches})"
+    else:
+        tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=repo, check=False)
+        if commit and commit in (pin.commit or pin.base_commit, tagged.stdout.strip() if pin.tag else ""):
+            return
+        where = f"commit {commit[:12]}"
+        remedy = f"export it into the series of its base (--patches DIR), or tag its base if it is {pin.where}"
+    raise SeriesError(
+        f"the base of {repo} is {where}, but {pin_file} pins {pin.identity}: exporting would replace that series with "
+        f"patches against another base; {remedy}, or make a tree for this series ({edit_command}); nothing was written"
+    )
+
+
+def _refuse_work_beyond(worktree: Path, branch: str, label: str) -> None:
+    """Refuse a worktree whose HEAD holds commits on top of the exported branch that export would silently leave out
+    (a ``git checkout -b wip`` or a detached HEAD, committed on)."""
+    head = git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
+    if head == branch:
+        return
+    if git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode != 0:
+        return  # another line of work, not built on this branch
+    beyond = out("rev-list", f"{branch}..HEAD", cwd=worktree).split()
+    if beyond:
+        where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
+        raise SeriesError(
+            f"{worktree} has {len(beyond)} commit(s) on {where}, on top of {label}, which export would leave out; put "
+            f"them on {label} (git -C {worktree} branch -f {label} HEAD) and export again, or export that branch "
+            "(--branch NAME)"
+        )
+
+
+def _refuse_messages_am_cuts(repo: Path, commits: str, base_label: str) -> None:
+    """Refuse a commit message with a line where ``git am`` ends the message and looks for the diff (``---``, ``diff
+    -``, ``Index: ``): applied, the patch would lose the rest of its message, and be drift for good."""
+    for commit in out("rev-list", "--reverse", commits, cwd=repo).split():
+        message = git("cat-file", "commit", commit, cwd=repo).stdout.split("\n\n", 1)[-1]
+        body = message.split("\n\n", 1)[1] if "\n\n" in message else ""  # the first paragraph is the subject
+        cut = next((line for line in body.splitlines() if _ends_message(line)), None)
+        if cut is not None:
+            subject = message.split("\n", 1)[0]
+            raise SeriesError(
+                f"commit {commit[:12]} ({subject}) has the line {cut!r} in its message, where `git am` ends a message "
+                f"and starts the diff: applied, the patch would lose the rest of it; reword it (git -C {repo} rebase "
+                f"-i {base_label}, `reword`), e.g. indent that line; nothing was written"
+            )
+
+
+def _ends_message(line: str) -> bool:
+    """Whether ``git am`` (git mailinfo's ``patchbreak``) takes ``line`` of a message for the start of the diff."""
+    if line.startswith(("diff -", "Index: ")):
+        return True
+    if not line.startswith("---"):
+        return False
+    rest = line[3:]
+    return (rest.startswith(" ") and rest[1:2] not in ("", " ", "\t")) or not rest.strip()
 
 
 def is_placeholder(identity: str) -> bool:
@@ -193,18 +286,6 @@ def _dropped_hunks(repo: Path, base: str, patches_dir: Path, exported: list[Path
             dropped.append(f"{old.name}'s hunks for {', '.join(shown)}")
         added_by_series.update(old.new_files)
     return dropped
-
-
-def listed_names(series_file: Path) -> list[str]:
-    """The patch file names ``series_file`` lists (none if it does not exist): the files an export wrote there.
-
-    Read line by line, without parsing the patches, so that a series whose files are broken can still be exported
-    over; a name with a path in it is never a file an export wrote.
-    """
-    if not series_file.is_file():
-        return []
-    names = (line.split("#", 1)[0].strip() for line in series_file.read_text().splitlines())
-    return [name for name in names if name and name == Path(name).name]
 
 
 def _refuse_overwriting_unlisted(patches_dir: Path, staging: Path, unlisted: list[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -10,7 +11,8 @@ from pathlib import Path
 from patchseries.errors import SeriesError
 
 # Identity and dates used for every commit the tool makes, so that the same inputs give the same commit ids on any
-# machine. User configuration that changes diff or patch output is neutralised by STABLE_CONFIG.
+# machine. The person's global and system git configuration is never read (NEUTRAL_CONFIG), and STABLE_CONFIG sets
+# what a repository's own configuration could change.
 TOOL_IDENTITY = {
     "GIT_AUTHOR_NAME": "patchseries",
     "GIT_AUTHOR_EMAIL": "patchseries@invalid",
@@ -32,7 +34,12 @@ STABLE_CONFIG = (
     "am.threeWay=false",
     "am.keepcr=false",
     "init.defaultBranch=main",
+    "mailinfo.scissors=false",
+    "am.messageId=false",
 )
+# what a person's ~/.gitconfig or /etc/gitconfig would otherwise change in the tool's output (`format.signOff`,
+# `diff.context`: the same patch bytes on every machine); `safe.directory` alone is kept (see _safe_directories)
+NEUTRAL_CONFIG = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 # git's variables that choose the repository, its work tree or its index: the tool names the repository by `cwd` only
@@ -40,7 +47,7 @@ _REPOSITORY_VARIABLES = frozenset(
     {
         "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
         "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES",
-        "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+        "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
     }
 )  # fmt: skip
 
@@ -51,16 +58,28 @@ def git(
     env: Mapping[str, str] | None = None,
     check: bool = True,
     stdin: str | None = None,
+    user_config: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``git`` with stable configuration; raise :class:`SeriesError` with git's stderr when ``check`` fails."""
+    """Run ``git`` with stable configuration; raise :class:`SeriesError` with git's stderr when ``check`` fails.
+
+    ``user_config``: read the person's global configuration too (a clone over the network needs their proxy or
+    ``url.insteadOf``); nothing else the tool runs does.
+    """
     command: list[str] = ["git"]
-    for item in STABLE_CONFIG:
+    for item in (*STABLE_CONFIG, *_safe_directories()):
         command += ["-c", item]
     command += [str(a) for a in args]
     # GIT_OPTIONAL_LOCKS=0: reading (``git status``) never rewrites the index, so a user's checkout stays byte for byte
     # a GIT_DIR, GIT_WORK_TREE or GIT_INDEX_FILE of the caller's shell would point every command at another repository
-    inherited = {key: value for key, value in os.environ.items() if key not in _REPOSITORY_VARIABLES}
-    full_env = {**inherited, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", **(env or {})}
+    inherited = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in _REPOSITORY_VARIABLES and not key.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+    }
+    neutral = {} if user_config else NEUTRAL_CONFIG
+    full_env = {
+        **inherited, **neutral, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", **(env or {})
+    }  # fmt: skip
     if cwd is not None:
         # git runs on the repository at `cwd` or on none: one whose `.git` is broken or moved must not make git find
         # the repository around it (the project's own checkout) and rewrite that instead
@@ -72,6 +91,19 @@ def git(
     if check and proc.returncode != 0:
         raise SeriesError(f"git {_short(args)} failed: {failure_cause(proc)}")
     return proc
+
+
+@functools.cache
+def _safe_directories() -> tuple[str, ...]:
+    """The person's ``safe.directory`` entries, as ``-c`` values: the one setting of theirs the tool keeps, without
+    which git refuses a checkout another user owns (a CI container's)."""
+    proc = subprocess.run(
+        ["git", "config", "--global", "--get-all", "safe.directory"], capture_output=True, text=True, check=False
+    )
+    system = subprocess.run(
+        ["git", "config", "--system", "--get-all", "safe.directory"], capture_output=True, text=True, check=False
+    )
+    return tuple(f"safe.directory={line}" for line in (proc.stdout + system.stdout).splitlines() if line)
 
 
 def failure_cause(proc: subprocess.CompletedProcess[str]) -> str:
@@ -96,15 +128,25 @@ def is_clean(repo: Path) -> bool:
     return not uncommitted_files(repo)
 
 
-def uncommitted_files(repo: Path, own_ignores_only: bool = False) -> list[str]:
+def uncommitted_files(repo: Path, own_ignores_only: bool = False, user_config: bool = False) -> list[str]:
     """Staged, unstaged and untracked (not ignored) paths; reading them never rewrites the index.
 
     ``own_ignores_only``: only the repository's own ignore rules count, not the person's global gitignore
     (``core.excludesFile``, ``~/.config/git/ignore``), which would hide their ``notes.local`` in a tree of the tool's.
+    ``user_config``: the person's global configuration counts (their ``core.excludesFile``, in a tree of theirs).
     """
     config = ["-c", "core.excludesFile=/dev/null"] if own_ignores_only else []
-    lines = git(*config, "status", "--porcelain", "--untracked-files=all", cwd=repo).stdout.splitlines()
+    status = git(*config, "status", "--porcelain", "--untracked-files=all", cwd=repo, user_config=user_config)
+    lines = status.stdout.splitlines()
     return [line[3:] for line in lines if line.strip()]
+
+
+def worktrees(repo: Path) -> list[Path]:
+    """Every worktree of ``repo``'s repository that exists, the main one first: a state of the repository (an edit,
+    a rebase stopped) may be in any of them."""
+    listing = git("worktree", "list", "--porcelain", cwd=repo, check=False).stdout
+    paths = [Path(line[len("worktree ") :]) for line in listing.splitlines() if line.startswith("worktree ")]
+    return [path.resolve() for path in paths if path.exists()] or [repo.resolve()]
 
 
 def hidden_files(repo: Path) -> list[str]:

@@ -18,12 +18,14 @@ from contextlib import contextmanager
 from types import FrameType
 
 SIGNAL_AT_ENV = "PATCHSERIES_SIGNAL_AT"
+_INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """While the block runs, the first SIGTERM or SIGHUP raises KeyboardInterrupt; later ones are ignored, so that the
-    clean-up the first one started is not itself cut short. The old handler is restored afterwards."""
+    """While the block runs, the first SIGINT, SIGTERM or SIGHUP raises KeyboardInterrupt; later ones are ignored, so
+    that the clean-up the first one started is not itself cut short (a second Ctrl-C left a half-unpacked sdist). The
+    old handlers are restored afterwards, except where :func:`ignore_interrupts` has been called."""
     received = False
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
@@ -33,16 +35,25 @@ def sigterm_as_interrupt() -> Iterator[None]:
             raise KeyboardInterrupt
 
     # SIGHUP too: a closed terminal or ssh session stops the run as Ctrl-C would, removing what it was building
-    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {signum: signal.signal(signum, interrupt) for signum in _INTERRUPTS}
     try:
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            if signal.getsignal(signum) is interrupt:
+                signal.signal(signum, handler)
+
+
+def ignore_interrupts() -> None:
+    """From now on, SIGINT, SIGTERM and SIGHUP are ignored: the run's work is done, and its exit status says how."""
+    for signum in _INTERRUPTS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def stage(name: str) -> None:
-    """A named point of a run: send this process the signal ``$PATCHSERIES_SIGNAL_AT`` asks for here, if any."""
-    wanted, _, signame = os.environ.get(SIGNAL_AT_ENV, "").partition(":")
-    if wanted == name:
-        os.kill(os.getpid(), getattr(signal, signame or "SIGTERM"))
+    """A named point of a run: send this process the signal ``$PATCHSERIES_SIGNAL_AT`` asks for here, if any (a
+    comma-separated list of ``<stage>[:<SIGNAL>]``: a second interrupt during the first one's clean-up, too)."""
+    for wanted in os.environ.get(SIGNAL_AT_ENV, "").split(","):
+        at, _, signame = wanted.partition(":")
+        if at == name:
+            os.kill(os.getpid(), getattr(signal, signame or "SIGTERM"))

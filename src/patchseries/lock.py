@@ -6,6 +6,7 @@ is held for the whole run and released by the kernel when the process ends, howe
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -17,6 +18,8 @@ from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
 
 LOCK_NAME = "patchseries.lock"
+# what the tool writes in a work directory (paths.Workspace, apply.EDIT_DIR, hooks), and a name of none of them
+WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs", LOCK_NAME, "tmp-anything")
 
 
 @contextmanager
@@ -26,7 +29,14 @@ def workdir_lock(workdir: Path, what: str) -> Iterator[None]:
     refuse_unless_ignored(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # never through a link: opened as it is, its target (a file of anyone's) would be truncated
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise SeriesError(
+            f"{path} is a link, not the tool's lock file; move it away (the tool makes its own there) and re-run"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -71,8 +81,11 @@ def refuse_unless_ignored(workdir: Path) -> None:
     for folder in (workdir, *workdir.parents):
         if not (folder / ".git").exists():
             continue
-        # a path inside the work directory: git tells a folder pattern (`/.work/`) only for a path below it
-        if git("check-ignore", "--quiet", workdir / "downloads", cwd=folder, check=False).returncode != 0:
+        # paths inside the work directory: git tells a folder pattern (`/.work/`) only for a path below it; each of
+        # the tool's, since a rule may ignore one of them only (`downloads`)
+        paths = "".join(f"{workdir / name}\0" for name in WORKDIR_NAMES)
+        ignored = git("check-ignore", "-z", "--stdin", cwd=folder, stdin=paths, check=False).stdout.split("\0")
+        if len([path for path in ignored if path]) < len(WORKDIR_NAMES):
             raise SeriesError(
                 f"the work directory {workdir} is inside the git tree {folder}, which does not ignore it and may be "
                 "yours: the tool would write downloads/ and trees/ among its files; pass a --workdir outside it"

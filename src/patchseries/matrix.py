@@ -20,7 +20,7 @@ from typing import Any
 
 from patchseries import acceptance, changed_lines
 from patchseries.atomic import write_file
-from patchseries.base import BASE_REF, base_worktree
+from patchseries.base import base_worktree
 from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import add_excludes, git
@@ -29,6 +29,7 @@ from patchseries.paths import PROJECT_ROOT, Workspace, project_root
 from patchseries.pipeline import BaseChoice, Prepared, prepare
 from patchseries.progress import Log
 from patchseries.testrun import changed_source_files, junit_cases, run_tests
+from patchseries.trees import BASE_REF, recording
 
 # the newest patch release of every minor release Lightning 2.6.6 supports (PyPI, checked when a release was added)
 DEFAULT_VERSIONS = (
@@ -51,6 +52,11 @@ class Row:
 
 def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "auto") -> list[Row]:
     prepared = _prepare_series(ws, log)
+    with recording(prepared.base.path):  # what installing and testing make in the tree and beside it is the tool's
+        return _run_rows(ws, prepared, versions, log, installer)
+
+
+def _run_rows(ws: Workspace, prepared: Prepared, versions: list[str], log: Log, installer: str) -> list[Row]:
     before_tree = _tree_without_series(ws, prepared)
     tests = prepared.test_modules()
     sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
@@ -95,12 +101,13 @@ def merged_changed_lines(rows: list[Row]) -> changed_lines.ChangedLines | None:
 def refresh_compile_stats(ws: Workspace, rows: list[Row], log: Log, installer: str = "auto") -> None:
     """Measure the compile statistics again for saved rows (after a change to the probe), keeping test results."""
     prepared = _prepare_series(ws, log)
-    for row in rows:
-        if row.error:
-            continue
-        log(f"torch {row.torch}: compile statistics")
-        env = ensure_environment(ws, prepared.base.path, row.torch, log, installer=installer)
-        row.compile = _probe(env)
+    with recording(prepared.base.path):
+        for row in rows:
+            if row.error:
+                continue
+            log(f"torch {row.torch}: compile statistics")
+            env = ensure_environment(ws, prepared.base.path, row.torch, log, installer=installer)
+            row.compile = _probe(env)
 
 
 def _prepare_series(ws: Workspace, log: Log) -> Prepared:

@@ -39,11 +39,18 @@ class Workspace:
     patches: Path
     workdir: Path
     project: Path | None = None
+    options: tuple[str, ...] = ()  # --patches and --workdir as the run was given them: what a remedy's command needs
+
+    def command(self, *args: str | Path) -> str:
+        """The command line of a remedy: ``python -m patchseries ARGS`` with the run's own --patches and --workdir, so
+        that it acts on the same series and work directory, run exactly as written."""
+        return " ".join(["python -m patchseries", *(str(arg) for arg in args), *self.options])
 
     @classmethod
     def default(cls, patches: Path | None = None, workdir: Path | None = None) -> Workspace:
         """``--patches`` else the project's ``patches/``; ``--workdir`` else ``$PATCHSERIES_WORKDIR`` else ``.work``."""
         root = project_root()
+        patches_given, workdir_given = patches is not None, workdir is not None
         if patches is None:
             if root is None:
                 raise SeriesError(
@@ -65,7 +72,11 @@ class Workspace:
             raise SeriesError(
                 f"the work directory {workdir} is a file; pass a directory as --workdir (made if missing)"
             )
-        return cls(patches=patches.resolve(), workdir=workdir, project=root)
+        given = [
+            *(("--patches", str(patches.resolve())) if patches_given else ()),
+            *(("--workdir", str(workdir)) if workdir_given else ()),
+        ]
+        return cls(patches=patches.resolve(), workdir=workdir, project=root, options=tuple(given))
 
     @property
     def pin_file(self) -> Path:

@@ -46,6 +46,11 @@ class Pin:
         return bool(self.sdist_url)
 
     @property
+    def identity(self) -> str:
+        """The base this pin names, as an edit tree records it: a release by its tag, else the upstream commit."""
+        return f"{self.name} {self.where}"
+
+    @property
     def where(self) -> str:
         """The pinned upstream ref: a tag, or a commit for a series against an unreleased branch."""
         return self.commit or self.tag

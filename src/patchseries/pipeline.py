@@ -8,7 +8,7 @@ from pathlib import Path
 from patchseries import acceptance
 from patchseries.acceptance import Installed
 from patchseries.apply import ApplyResult, tool_tree
-from patchseries.base import BASE_REF, BaseSource, BaseTree, resolve_source
+from patchseries.base import BaseSource, BaseTree, resolve_source
 from patchseries.changed_lines import ChangedLines, measure_tree
 from patchseries.docs import DOCS_REQUIREMENTS, changed_pages, run_docs_gate
 from patchseries.environment import ensure_environment
@@ -19,6 +19,7 @@ from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
 from patchseries.series import Patch, read_series
 from patchseries.testrun import TestOutcome, changed_source_files, run_tests
+from patchseries.trees import BASE_REF, recording
 from patchseries.upstream import Comparison, requirement_args, run_static_gates, run_upstream_tests
 
 
@@ -95,14 +96,16 @@ def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
     ws.workdir.mkdir(parents=True, exist_ok=True)
     log(f"stage 3/5: applying {len(patches)} patches on {ws.trees / source.tree_name}")
     tree, applied = tool_tree(ws, pin, patches, source, log)
-    # before the harness: the harness then adds only the package markers the acceptance suite's copy lacks
-    installed = acceptance.install(tree.path, ws.acceptance)
-    if installed.modules:
-        log(f"copied the acceptance suite ({len(installed.modules)} test modules) from {ws.acceptance} into tests/"
-            + (f"; removed {len(installed.removed)} stale copies" if installed.removed else ""))  # fmt: skip
-    written = write_harness(tree.path, patches)
-    if written:
-        log(f"wrote the minimal test harness ({len(written)} files; the base ships no upstream tests)")
+    with recording(tree.path):
+        # before the harness: the harness then adds only the package markers the acceptance suite's copy lacks
+        installed = acceptance.install(tree.path, ws.acceptance)
+        if installed.modules:
+            stale = f"; removed {len(installed.removed)} stale copies" if installed.removed else ""
+            copied = f"{len(installed.modules)} test modules"
+            log(f"copied the acceptance suite ({copied}) from {ws.acceptance} into tests/{stale}")
+        written = write_harness(tree.path, patches)
+        if written:
+            log(f"wrote the minimal test harness ({len(written)} files; the base ships no upstream tests)")
     return Prepared(pin, patches, tree, applied, installed)
 
 
@@ -117,33 +120,34 @@ def run_main_job(
     """The whole main job; the caller prints :func:`summary` of the result."""
     prepared = prepare(ws, choice, log)
     tree = prepared.base.path
-    upstream_checkout = prepared.base.has_upstream_tests
-    log(f"stage 4/5: environment with torch {torch}")
-    extra = requirement_args(ws, tree) if upstream_checkout else ()
-    if upstream_checkout and changed_pages(tree):
-        extra += DOCS_REQUIREMENTS
-    env = ensure_environment(ws, tree, torch, log, installer=installer, extra=extra)
-    groups = prepared.test_groups()
-    tests = prepared.test_modules()
-    sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
-    counts = ", ".join(f"{name}: {len(modules)}" for name, modules in groups.items())
-    log(f"stage 5/5: running {len(tests)} test modules of the series ({counts})")
-    reports = ws.reports / f"torch-{torch}"
-    outcome = run_tests(env, tree, tests, sources, reports, pytest_args)
-    ran = acceptance.ran_per_group(outcome.junit, groups)
-    changed, changed_report = None, None
-    if outcome.coverage_xml is not None:
-        changed = measure_tree(tree, BASE_REF, "HEAD", outcome.coverage_xml)
-        title = f"Lines the series adds or changes under src/, covered by its tests (torch {torch})"
-        changed_report = changed.write(reports, title)
-    upstream = []
-    if upstream_checkout:
-        not_upstream = (*prepared.acceptance.modules, *series_test_files(prepared.patches))
-        upstream = [run_upstream_tests(ws, env, tree, log, not_upstream), *run_static_gates(ws, env, tree, log)]
-        docs = run_docs_gate(ws, env, tree, log)
-        upstream += [docs] if docs else []
-        upstream += run_hooks(ws, tree, log)
-    return JobResult(prepared, torch, outcome, upstream, changed, changed_report, ran)
+    with recording(tree):  # installing and testing write into the tree: what they make is the tool's
+        upstream_checkout = prepared.base.has_upstream_tests
+        log(f"stage 4/5: environment with torch {torch}")
+        extra = requirement_args(ws, tree) if upstream_checkout else ()
+        if upstream_checkout and changed_pages(tree):
+            extra += DOCS_REQUIREMENTS
+        env = ensure_environment(ws, tree, torch, log, installer=installer, extra=extra)
+        groups = prepared.test_groups()
+        tests = prepared.test_modules()
+        sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
+        counts = ", ".join(f"{name}: {len(modules)}" for name, modules in groups.items())
+        log(f"stage 5/5: running {len(tests)} test modules of the series ({counts})")
+        reports = ws.reports / f"torch-{torch}"
+        outcome = run_tests(env, tree, tests, sources, reports, pytest_args)
+        ran = acceptance.ran_per_group(outcome.junit, groups)
+        changed, changed_report = None, None
+        if outcome.coverage_xml is not None:
+            changed = measure_tree(tree, BASE_REF, "HEAD", outcome.coverage_xml)
+            title = f"Lines the series adds or changes under src/, covered by its tests (torch {torch})"
+            changed_report = changed.write(reports, title)
+        upstream = []
+        if upstream_checkout:
+            not_upstream = (*prepared.acceptance.modules, *series_test_files(prepared.patches))
+            upstream = [run_upstream_tests(ws, env, tree, log, not_upstream), *run_static_gates(ws, env, tree, log)]
+            docs = run_docs_gate(ws, env, tree, log)
+            upstream += [docs] if docs else []
+            upstream += run_hooks(ws, tree, log)
+        return JobResult(prepared, torch, outcome, upstream, changed, changed_report, ran)
 
 
 def summary(result: JobResult) -> str:

@@ -11,14 +11,17 @@ and recording it). Anything else there, or at a claim's name, may be a person's 
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 from patchseries.atomic import write_file
 from patchseries.errors import SeriesError
+from patchseries.interrupts import stage
 from patchseries.paths import remove as remove_path
 
 HEADER = "patchseries scratch claim: what is beside this file was made by the tool\n"
 SUFFIX = ".patchseries-scratch"
+MARK = ".patchseries-scratch"  # inside a marked folder: the token its claim records
 
 
 def claim(path: Path, moving_here: Path | None = None) -> Path:
@@ -32,10 +35,18 @@ def claim(path: Path, moving_here: Path | None = None) -> Path:
     return path
 
 
-def make_dir(path: Path) -> Path:
-    """Make the folder ``path``, claimed by :func:`claim`, and record it as the tool's."""
+def make_dir(path: Path, marked: bool = False) -> Path:
+    """Make the folder ``path``, claimed by :func:`claim`, and record it as the tool's.
+
+    ``marked``: a folder whose content is never used as a whole (the unpacked sdist) also gets a random token inside,
+    kept in the claim too: after a SIGKILL, a person's folder that reuses the freed inode is not taken for it.
+    """
     path.mkdir()
-    own(path)
+    token = ""
+    if marked:
+        token = secrets.token_hex(16)
+        (path / MARK).write_text(token)
+    _record(path, f"{_identity(path)} {token}".strip())
     return path
 
 
@@ -53,6 +64,7 @@ def remove(path: Path) -> None:
                 f"{path} is in the way: the tool works under that name and did not make what is there, which may be"
                 " yours; move it away and re-run; nothing was changed"
             )
+        stage("scratch-remove")
         remove_path(path)
     release(path)
 
@@ -68,6 +80,20 @@ def remove_leftover(path: Path) -> None:
         remove(path)
 
 
+def move_out(path: Path, dest: Path) -> None:
+    """Rename the tool's folder ``path`` to ``dest``, its claim dropped first: a claim left by a SIGKILL must never
+    name the folder that moved away, which is the tree (a person's, for ``edit``) from then on."""
+    _recorded(path)  # refuses what is at the claim's name if it is not a claim
+    _claim_file(path).unlink(missing_ok=True)
+    try:
+        path.rename(dest)
+    except BaseException:
+        if path.exists():
+            own(path)  # still the tool's: the caller removes it
+        raise
+    stage("scratch-moved")
+
+
 def release(path: Path) -> None:
     """Drop the claim of ``path`` once nothing of the tool's is there (renamed into place, or removed)."""
     if not (path.exists() or path.is_symlink()) and _recorded(path) is not None:
@@ -77,9 +103,18 @@ def release(path: Path) -> None:
 def _is_claimed(path: Path, recorded: str | None) -> bool:
     if recorded is None:
         return False
-    if recorded == _identity(path):
-        return True
+    identity, _, token = recorded.partition(" ")
+    if identity == _identity(path):
+        return not token or _mark(path) == token
     return recorded == "" and path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+
+
+def _mark(path: Path) -> str:
+    mark = path / MARK
+    try:
+        return mark.read_text() if mark.is_file() and not mark.is_symlink() else ""
+    except (OSError, ValueError):
+        return ""
 
 
 def _identity(path: Path) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,10 +58,7 @@ def read_series(series_file: Path) -> list[Patch]:
     directory = series_file.parent.resolve()
     seen: dict[Path, tuple[str, int]] = {}  # by the file itself: ./0001-x.patch and 0001-x.patch are one patch
     patches = []
-    for number, line in enumerate(_series_lines(series_file), 1):
-        name = line.split("#", 1)[0].strip()
-        if not name:
-            continue
+    for number, name in _listed(series_file):
         path = series_file.parent / name
         resolved = path.resolve()
         if directory not in resolved.parents:
@@ -75,7 +73,10 @@ def read_series(series_file: Path) -> list[Patch]:
             )
         seen[resolved] = (name, number)
         if not path.is_file():
-            raise SeriesError(f"series names {name}, but {path} does not exist")
+            raise SeriesError(
+                f"series names {name}, but {path} does not exist; restore that file, or remove line {number} from "
+                f"{series_file}"
+            )
         patches.append(parse_patch(path))
     if not patches:
         raise SeriesError(
@@ -85,15 +86,30 @@ def read_series(series_file: Path) -> list[Patch]:
     return patches
 
 
-def _series_lines(series_file: Path) -> list[str]:
-    """The series file's lines; one that is not UTF-8 is refused by name (its patch names would be misread)."""
+def listed_names(series_file: Path) -> list[str]:
+    """The file names of the patches ``series_file`` lists (none if it does not exist), each spelling resolved to the
+    file of the series folder it names (``./0001-x.patch`` is ``0001-x.patch``), without reading the patches: what an
+    export replaces. A name outside the folder is none of its files."""
+    if not series_file.is_file():
+        return []
+    names = (os.path.normpath(name) for _, name in _listed(series_file))
+    return [name for name in names if "/" not in name and name not in (".", "..")]
+
+
+def _listed(series_file: Path) -> list[tuple[int, str]]:
+    """The line number and the name of each patch the series file lists, as written: the one reader of that file.
+
+    A line that is not UTF-8 is refused by name (its patch names would be misread); ``#`` starts a comment.
+    """
     try:
         # a byte order mark some editors write would otherwise be part of the first patch's name
-        return series_file.read_bytes().decode().removeprefix("\ufeff").splitlines()
+        lines = series_file.read_bytes().decode().removeprefix("\ufeff").splitlines()
     except UnicodeDecodeError as exc:
         raise SeriesError(
             f"{series_file} is not UTF-8 text ({exc.reason} at byte {exc.start}); list the patch file names in UTF-8"
         ) from None
+    names = ((number, line.split("#", 1)[0].strip()) for number, line in enumerate(lines, 1))
+    return [(number, name) for number, name in names if name]
 
 
 def parse_patch(path: Path) -> Patch:

@@ -13,11 +13,15 @@ the tool cannot show it made unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from patchseries import scratch
+from patchseries import gitcmd, scratch
 from patchseries.atomic import write_file
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, git_path, hidden_files, uncommitted_files
@@ -25,8 +29,11 @@ from patchseries.interrupts import stage
 from patchseries.paths import partial_path
 
 RECORD = "patchseries-tree"  # in the tree's .git directory
+BASE_RECORD = "patchseries-base"  # in the .git directory of every tree the tool makes (BaseRecord)
+FILES = "patchseries-files"  # in each worktree's git directory: the untracked files the tool's runs made (digests)
 _OLD_RECORD = "patchseries-applied"  # what versions before the disposable trees wrote: "<fingerprint> <base> <head>"
-BASE_REF = "refs/heads/base"
+BASE_BRANCH = "base"
+BASE_REF = f"refs/heads/{BASE_BRANCH}"  # never a tag or remote ref of the same name
 SERIES_REF = "refs/heads/series"
 # what `git status` cannot show but a person may be in the middle of: what it is, how to finish it, how to abort it
 _IN_PROGRESS = {
@@ -52,6 +59,30 @@ class Record:
 
     def write(self, tree: Path) -> None:
         write_file(tree / ".git" / RECORD, json.dumps(asdict(self), sort_keys=True) + "\n")
+
+
+@dataclass(frozen=True)
+class BaseRecord:
+    """What the tool made a tree for (a person's, by ``edit``, or its own): the pin's base
+    (:attr:`patchseries.pin.Pin.identity`) and the series folder, so that ``export`` writes the tree only into a
+    series of that base."""
+
+    base: str
+    patches: str
+
+    def write(self, tree: Path) -> None:
+        write_file(tree / ".git" / BASE_RECORD, json.dumps(asdict(self), sort_keys=True) + "\n")
+
+    @staticmethod
+    def read(repo: Path) -> BaseRecord | None:
+        try:
+            common = Path(git("rev-parse", "--git-common-dir", cwd=repo).stdout.strip())
+            fields = json.loads(
+                ((common if common.is_absolute() else repo / common) / BASE_RECORD).read_bytes().decode()
+            )
+            return BaseRecord(str(fields["base"]), str(fields["patches"]))
+        except (OSError, ValueError, KeyError, TypeError, SeriesError):
+            return None
 
 
 def read_record(tree: Path) -> Record | None:
@@ -82,9 +113,10 @@ def changes_since_built(tree: Path) -> str | None:
     record = read_record(tree)
     if record is None:
         return f"it has no readable record of what the tool built (.git/{RECORD})"
-    in_progress = [what for name, (what, _, _) in _IN_PROGRESS.items() if (dot_git / name).exists()]
-    if in_progress:
-        return f"{in_progress[0]} is in progress"
+    try:
+        refuse_operation_in_progress(tree)
+    except SeriesError as exc:
+        return str(exc).split(";")[0]
     refs = git("for-each-ref", "--format=%(refname) %(objectname)", cwd=tree, check=False)
     if refs.returncode != 0:
         return "git cannot read it"
@@ -107,13 +139,16 @@ def changes_since_built(tree: Path) -> str | None:
     if hidden:
         shown = ", ".join(hidden[:3]) + (", ..." if len(hidden) > 3 else "")
         return f"{len(hidden)} file{'s' if len(hidden) > 1 else ''} marked assume-unchanged or skip-worktree ({shown})"
-    unclaimed = _unclaimed_exclusions(tree)
-    if unclaimed:
-        return f"a file its .git/info/exclude hides is not the tool's ({unclaimed})"
     linked = linked_worktrees(tree)
     others = [path for path in linked if path not in tool_worktrees(tree)]
     if others:
         return f"a linked worktree, {others[0]}"
+    for worktree in [tree, *linked]:
+        unrecorded = unrecorded_files(worktree)
+        if unrecorded:
+            shown = ", ".join(unrecorded[:3]) + (", ..." if len(unrecorded) > 3 else "")
+            where = "" if worktree == tree else f" in its worktree {worktree}"
+            return f"{len(unrecorded)} file{'s' if len(unrecorded) > 1 else ''}{where} the tool did not make ({shown})"
     edited_worktrees = [path for path in linked if uncommitted_files(path)]
     if edited_worktrees:
         return f"its worktree {edited_worktrees[0]} has uncommitted files"
@@ -132,47 +167,64 @@ def worktree_moved(tree: Path, worktree: Path) -> bool:
     return on_branch or not head or head != base
 
 
-def _unclaimed_exclusions(tree: Path) -> str | None:
-    """The first line of the tree's ``.git/info/exclude`` that hides something the tool did not write, or None.
-
-    The tool excludes its build artifacts' patterns and, one path a line, the acceptance suite's copies and the
-    harness under ``tests/``; a line of a person's, or one of those files changed since, would hide their work from
-    `git status`, and it would go with the replaced tree.
-    """
-    from patchseries.acceptance import is_copy  # here: acceptance imports the test run, which needs no trees
-    from patchseries.base import BUILD_ARTIFACTS
-    from patchseries.harness import harness_texts
-
-    exclude = tree / ".git" / "info" / "exclude"
-    lines = exclude.read_text(errors="surrogateescape").splitlines() if exclude.is_file() else []
-    # a tracked file is never hidden by an exclude (the matrix's before-series worktree excludes the series' tests)
-    tracked = set(git("ls-files", "-z", "--", "tests", cwd=tree).stdout.split("\0"))
-    for line in lines:
-        if not line.strip() or line.startswith("#") or line in BUILD_ARTIFACTS:
-            continue
-        if not line.startswith("/tests/"):
-            return line
-        path = line.removeprefix("/")
-        target = tree / path
-        claimed = path in tracked or not target.is_file() or is_copy(tree, path)
-        if not claimed and (target.is_symlink() or target.read_bytes() not in harness_texts()):
-            return path
-    return None
+def unrecorded_files(worktree: Path) -> list[str]:
+    """The untracked files of ``worktree``, ignored ones included, that the tool's runs did not make: not in the list
+    :func:`record_files` wrote, or changed since. A build artifact's name (``build/``, ``.coverage*``) says nothing of
+    who made the file; the list does (found by the third hostile pass: a person's ``build/`` went with the tree)."""
+    recorded_at = git_path(worktree, FILES)
+    try:
+        recorded = json.loads(recorded_at.read_bytes().decode()) if recorded_at.is_file() else {}
+    except ValueError:
+        recorded = {}
+    return [name for name, digest in _untracked_files(worktree).items() if recorded.get(name) != digest]
 
 
-def refuse_unless_built(tree: Path, why: str) -> None:
-    """Stop, naming ``tree`` and ``why`` it is not the tool's to reuse or replace."""
+def record_files(tree: Path) -> None:
+    """Record the untracked files of ``tree`` and its worktrees (the acceptance suite's copies, the harness, what
+    installing and testing made) as the tool's: called when a run that found the tree as built is done writing it."""
+    for worktree in gitcmd.worktrees(tree):
+        write_file(git_path(worktree, FILES), json.dumps(_untracked_files(worktree), sort_keys=True) + "\n")
+
+
+@contextmanager
+def recording(tree: Path) -> Iterator[None]:
+    """Around the stages that write into the tool's ``tree``: what they made is recorded however they end."""
+    try:
+        yield
+    finally:
+        record_files(tree)
+
+
+def _untracked_files(worktree: Path) -> dict[str, str]:
+    """Every untracked file (ignored ones included) with a digest of its content; a folder git lists as one entry
+    (a nested repository) or a link by what it is."""
+    names = git("ls-files", "--others", "-z", cwd=worktree).stdout.split("\0")
+    return {name: _digest(worktree / name) for name in names if name}
+
+
+def _digest(path: Path) -> str:
+    if path.is_symlink():
+        return f"link {os.readlink(path)}"
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
+
+
+def refuse_unless_built(tree: Path, why: str, export: str = "") -> None:
+    """Stop, naming ``tree`` and ``why`` it is not the tool's to reuse or replace; ``export``: the command that exports
+    a tree moved away from there (the run's own options), when it may hold commits."""
+    kept = f"{tree}.mine"
+    then = f", and export your commits from there ({export.replace(str(tree), kept)})" if export else ""
     raise SeriesError(
-        f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: export it "
-        f"(python -m patchseries export --tree {tree}) or move it away, and re-run; nothing was changed"
+        f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it away "
+        f"(mv {tree} {kept}){then}, and re-run; nothing was changed"
     )
 
 
 def linked_worktrees(tree: Path) -> list[Path]:
     """The linked worktrees of ``tree``'s repository (not ``tree`` itself)."""
-    listing = git("worktree", "list", "--porcelain", cwd=tree, check=False).stdout
-    paths = [Path(line[len("worktree ") :]) for line in listing.splitlines() if line.startswith("worktree ")]
-    return [path.resolve() for path in paths[1:] if path.exists()]  # the first is the main worktree
+    return [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]
 
 
 def tool_worktrees(tree: Path) -> list[Path]:
@@ -191,20 +243,21 @@ def replace_tree(tree: Path, built: Path) -> None:
         for worktree in tool_worktrees(tree):
             remove_tool_worktree(tree, worktree)
     old = tree.with_name(tree.name + ".old")
+    moved = False
     try:
         if tree.exists() or tree.is_symlink():
             scratch.claim(old, moving_here=tree)
             tree.rename(old)
+            moved = True
         stage("replace-between-renames")
-        built.rename(tree)
+        scratch.move_out(built, tree)
     except BaseException:  # an interrupt (or a failure) between the renames: the old tree goes back in place
-        if old.exists() and not (tree.exists() or tree.is_symlink()):
+        if moved and old.exists() and not (tree.exists() or tree.is_symlink()):
             old.rename(tree)
         scratch.release(old)
         raise
-    finally:
-        scratch.release(built)
-    scratch.remove(old)
+    if moved:  # only what this run moved there: a person's folder at <tree>.old, with no tree before, is theirs
+        scratch.remove(old)
 
 
 def remove_tool_worktree(tree: Path, worktree: Path) -> None:
@@ -232,8 +285,12 @@ def remove_leftovers(tree: Path) -> None:
     beside it, an old tree between two renames): removed at the start of every run on ``tree`` (see
     :mod:`patchseries.scratch`: only what the tool claimed)."""
     building = partial_path(tree)
-    for leftover in (building, unpack_path(building), tree.with_name(tree.name + ".old")):
+    for leftover in (building, unpack_path(building)):
         scratch.remove_leftover(leftover)
+    old = tree.with_name(tree.name + ".old")
+    # the old tree of a killed replace is removed only while still as built: a commit made in it since is kept
+    if not (old.exists() or old.is_symlink()) or changes_since_built(old) is None:
+        scratch.remove_leftover(old)
 
 
 def unpack_path(building: Path) -> Path:
@@ -242,8 +299,10 @@ def unpack_path(building: Path) -> Path:
 
 
 def refuse_operation_in_progress(repo: Path) -> None:
-    for name, (what, finish, abort) in _IN_PROGRESS.items():
-        if git_path(repo, name).exists():
-            raise SeriesError(
-                f"{what} is in progress in {repo}; finish it ({finish}) or abort it ({abort}), then re-run"
-            )
+    """Refuse a repository with a rebase, am, merge, cherry-pick, revert or bisect stopped in any of its worktrees."""
+    for worktree in gitcmd.worktrees(repo):
+        for name, (what, finish, abort) in _IN_PROGRESS.items():
+            if git_path(worktree, name).exists():
+                raise SeriesError(
+                    f"{what} is in progress in {worktree}; finish it ({finish}) or abort it ({abort}), then re-run"
+                )

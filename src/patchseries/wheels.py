@@ -7,7 +7,7 @@ The table holds facts read from PyPI on 2026-12-01, for Linux x86_64 (manylinux)
 ``pip index versions torch --isolated --only-binary=:all: --python-version 3.Y --platform manylinux_2_28_x86_64``
 (with ``PIP_CONFIG_FILE=/dev/null``, so that no local constraint file caps torch) for Y = 9 ... 14. The range of a
 release is the oldest and the newest of those Pythons with a wheel; torch does not add wheels to a past release. A
-release not in the table (a newer one) is not checked: the installer decides.
+release newer than the table's is refused by the command line before any work, as an older one is.
 """
 
 from __future__ import annotations
@@ -59,6 +59,17 @@ def check_python(torch: str, torch_release: tuple[int, int, int], python: Versio
         raise SeriesError(
             f"torch {torch} has no wheel for Python {shown} (it has for Python {_show(oldest)} to {_show(span[1])}); "
             f"run patchseries with one of those, or pick another --torch"
+        )
+
+
+def check_known(torch: str, torch_release: tuple[int, int, int]) -> None:
+    """Refuse a ``--torch`` newer than every release of the table, before the tree is built for nothing (found by the
+    third hostile pass: ``--torch 9.9.9`` built the tree, then failed to install)."""
+    newest = max(TORCH_PYTHONS)
+    if torch_release[:2] > newest:
+        raise SeriesError(
+            f"torch {torch} is newer than every release this tool knows (up to {_show(newest)}, "
+            "src/patchseries/wheels.py); pick another --torch"
         )
 
 
