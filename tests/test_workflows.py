@@ -149,4 +149,5 @@ def test_the_release_wheels_are_built_and_tested_installed_on_every_torch_releas
     assert "scripts/build_wheels.sh" in runs
     assert any(run.startswith('scripts/test_wheels.sh --torch "$TORCH"') for run in runs)
     ci_run = (PROJECT_ROOT / ".ci" / "run").read_text()
-    assert f"scripts/test_wheels.sh --torch {DEFAULT_VERSIONS[0]} --torch {DEFAULT_VERSIONS[-1]}" in ci_run
+    assert f"scripts/test_wheels.sh --torch {DEFAULT_VERSIONS[0]} --package pytorch_lightning" in ci_run
+    assert f"scripts/test_wheels.sh --torch {DEFAULT_VERSIONS[-1]} --package lightning" in ci_run
