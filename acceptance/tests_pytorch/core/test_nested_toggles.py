@@ -27,8 +27,10 @@ parameters frozen by the user), so every once-frozen parameter trains again. Cod
 bit-identically to Lightning 2.6.6's toggles, copied below.
 """
 
+import functools
 from collections.abc import Callable
 from typing import Any
+from unittest.mock import Mock
 
 import pytest
 import torch
@@ -357,8 +359,8 @@ def test_nested_toggles_nest_like_a_stack(nest, levels, after, tmp_path):
 # --- without nesting: Lightning 2.6.6, bit for bit ------------------------------------------------------------------
 
 
-def _toggle_2_6_6(module: BoringModel, optimizer: Any) -> None:
-    """``LightningModule.toggle_optimizer`` of Lightning 2.6.6."""
+def _toggle_2_6_6(module: BoringModel, optimizer: Any, record: str = "state_2_6_6") -> None:
+    """``LightningModule.toggle_optimizer`` of Lightning 2.6.6 (which records in ``_param_requires_grad_state``)."""
     param_requires_grad_state = {}
     for opt in module.trainer.optimizers:
         for group in opt.param_groups:
@@ -370,18 +372,19 @@ def _toggle_2_6_6(module: BoringModel, optimizer: Any) -> None:
     for group in optimizer.param_groups:
         for param in group["params"]:
             param.requires_grad = param_requires_grad_state[param]
-    module.state_2_6_6 = param_requires_grad_state
+    setattr(module, record, param_requires_grad_state)
 
 
-def _untoggle_2_6_6(module: BoringModel, optimizer: Any) -> None:
+def _untoggle_2_6_6(module: BoringModel, optimizer: Any, record: str = "state_2_6_6") -> None:
     """``LightningModule.untoggle_optimizer`` of Lightning 2.6.6."""
+    state = getattr(module, record)
     for opt in module.trainer.optimizers:
         if not (opt is optimizer or (isinstance(optimizer, LightningOptimizer) and opt is optimizer.optimizer)):
             for group in opt.param_groups:
                 for param in group["params"]:
-                    if param in module.state_2_6_6:
-                        param.requires_grad = module.state_2_6_6[param]
-    module.state_2_6_6 = {}
+                    if param in state:
+                        param.requires_grad = state[param]
+    setattr(module, record, {})
 
 
 class NotNested(BoringModel):
@@ -446,3 +449,56 @@ def test_toggles_without_nesting_train_bit_identically_to_2_6_6(style, tmp_path)
     assert "first.bias" not in module.seen[-1]
     for name, param in module.named_parameters():
         assert torch.equal(param, reference.get_parameter(name)), name
+
+
+def _undone_by_hand(module: Any, toggle: Callable, untoggle: Callable, opts: list) -> None:
+    toggle(module, opts[0])
+    module.requires_grad_(True)  # the user's own reset, instead of an untoggle
+    toggle(module, opts[1])
+    module.record()
+    untoggle(module, opts[1])
+
+
+def _subclass_own_toggle(module: Any, toggle: Callable, untoggle: Callable, opts: list) -> None:
+    own_toggle = functools.partial(_toggle_2_6_6, record="_param_requires_grad_state")  # 2.6.6's code, overriding
+    toggle(module, opts[0])
+    untoggle(module, opts[0])
+    own_toggle(module, opts[1])
+    module.record()
+    untoggle(module, opts[1])
+    toggle(module, opts[0])
+    own_toggle(module, opts[0])
+    module.record()
+    untoggle(module, opts[0])
+
+
+def _saved_by_2_6_6(module: Any, toggle: Callable, untoggle: Callable, opts: list) -> None:
+    vars(module).pop("_toggle_stack", None)  # a module pickled by 2.6.6 loads without a record of open toggles
+    for optimizer in opts:
+        toggle(module, optimizer)
+        module.record()
+        untoggle(module, optimizer)
+
+
+@pytest.mark.parametrize("undo", [_undone_by_hand, _subclass_own_toggle, _saved_by_2_6_6])
+def test_toggles_undone_another_way_run_as_on_2_6_6(undo):
+    """Where toggles were undone without an untoggle, the record of open toggles is ignored: what 2.6.6 did."""
+
+    def trace(toggle: Callable, untoggle: Callable) -> list:
+        torch.manual_seed(0)
+        module = BoringModel()
+        module.other = nn.Linear(32, 2)
+        opts = [torch.optim.SGD(module.layer.parameters()), torch.optim.SGD(module.other.parameters())]
+        module.trainer = Mock(optimizers=opts)
+        seen: list = []
+        module.record = lambda: seen.append(_trainable(module))
+        undo(module, toggle, untoggle, opts)
+        seen.append(_trainable(module))
+        return seen
+
+    series = trace(lambda m, o: m.toggle_optimizer(o), lambda m, o: m.untoggle_optimizer(o))
+    reference = trace(
+        functools.partial(_toggle_2_6_6, record="_param_requires_grad_state"),
+        functools.partial(_untoggle_2_6_6, record="_param_requires_grad_state"),
+    )
+    assert series == reference
