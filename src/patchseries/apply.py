@@ -19,11 +19,11 @@ from pathlib import Path
 from patchseries import scratch
 from patchseries.base import BaseSource, BaseTree, build_base, kept_download
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import TOOL_IDENTITY, git, git_path, has_path, out
-from patchseries.paths import Workspace
+from patchseries.gitcmd import TOOL_IDENTITY, failure_cause, git, git_path, has_path, out
+from patchseries.paths import Workspace, kept_path, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.series import Patch, fingerprint
+from patchseries.series import Patch, fingerprint, keep_cr
 from patchseries.trees import (
     BASE_REF,
     BaseRecord,
@@ -68,7 +68,7 @@ def tool_tree(
     if tree.exists() or tree.is_symlink():
         why = changes_since_built(tree)
         if why is not None:
-            refuse_unless_built(tree, why, ws.command("export", "--tree", tree))
+            refuse_unless_built(tree, why, ws.command("export", "--tree", kept_path(tree)))
         record = read_record(tree)
         assert record is not None  # changes_since_built checked it
         if (record.source, record.fingerprint) == (source.key, wanted):
@@ -93,8 +93,9 @@ def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
     tree = ws.workdir / EDIT_DIR / source.tree_name
     if tree.exists() or tree.is_symlink():
         raise SeriesError(
-            f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it (python -m "
-            "patchseries export --tree ...), or move it away to make a fresh one"
+            f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it "
+            f"({ws.command('export', '--tree', tree)}), or move it away ({shell('mv', tree, kept_path(tree))}) to make "
+            "a fresh one"
         )
     with _building(tree) as building:
         base = build_base(ws, pin, source, building, log)
@@ -162,12 +163,14 @@ def excluded_paths(base: BaseTree, patch: Patch, pin: Pin) -> list[str]:
 def _am(repo: Path, patch: Patch, options: list[str]) -> None:
     # no hooks: a person's global core.hooksPath must not veto or rewrite the tool's commits
     proc = git(
-        "-c", "core.hooksPath=/dev/null", "am", "--3way", "--committer-date-is-author-date", *options, patch.path,
+        "-c", "core.hooksPath=/dev/null", "am", "--3way", "--committer-date-is-author-date", *keep_cr(patch.path),
+        *options, patch.path,
         cwd=repo, env=TOOL_IDENTITY, check=False,
     )  # fmt: skip
     if proc.returncode == 0:
         return
-    where = ", ".join(failed_files(repo, proc)) or "see `git am` output"
+    # the files, else git am's own reason: its output is not shown
+    where = ", ".join(failed_files(repo, proc)) or failure_cause(proc).rstrip(".")
     raise SeriesError(f"{patch.name} does not apply: {where}; nothing was applied and no tree was changed")
 
 

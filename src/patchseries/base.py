@@ -21,7 +21,7 @@ from patchseries import gitcmd, scratch
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, add_excludes, git, out
 from patchseries.interrupts import stage
-from patchseries.paths import Workspace, partial_path
+from patchseries.paths import Workspace, partial_path, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.trees import BASE_BRANCH, BASE_REF, remove_tool_worktree, unpack_path
@@ -127,7 +127,7 @@ def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path,
 def _clone(dest: Path, source: str, options: list[str], commit: str, network: bool = False) -> None:
     """Clone ``source`` into ``dest`` and keep only branch ``base`` at ``commit``: no remote, tag or other branch."""
     try:  # over the network with the person's configuration (a proxy, url.insteadOf), as their own git would
-        git("clone", "--quiet", *options, source, dest, user_config=network)
+        git("clone", "--quiet", *options, "--", source, dest, user_config=network)  # a url "-u..." is no option
     except SeriesError as exc:
         if network:
             raise SeriesError(f"cannot clone {source} (is it reachable from here?): {exc}") from None
@@ -137,6 +137,7 @@ def _clone(dest: Path, source: str, options: list[str], commit: str, network: bo
     others = [ref for ref in out("for-each-ref", "--format=%(refname)", cwd=dest).splitlines() if ref != BASE_REF]
     if others:
         git("update-ref", "--stdin", cwd=dest, stdin="".join(f"delete {ref}\n" for ref in others))
+    git("reflog", "expire", "--expire=now", "--all", cwd=dest)  # the clone's HEAD is no commit of the tree's
     add_excludes(dest, BUILD_ARTIFACTS)
 
 
@@ -213,8 +214,8 @@ def kept_download(ws: Workspace, pin: Pin) -> Path | None:
     if cached != pin.sdist_sha256:  # kept only after its sha256 matched: another digest is a changed pin or file
         raise SeriesError(
             f"sha256 mismatch for {pin.sdist_filename}: the pin says {pin.sdist_sha256}, the download kept in "
-            f"{target} has {cached}; correct the pin, or if the pin is right, remove that file (rm {target}) and "
-            "re-run"
+            f"{target} has {cached}; correct the pin, or if the pin is right, remove that file ({shell('rm', target)}) "
+            "and re-run"
         )
     return target
 
@@ -246,6 +247,8 @@ def _safe_extract(archive: Path, dest: Path) -> None:
                 target = (dest / member.name).resolve()
                 if not str(target).startswith(str(dest.resolve())) or member.issym() or member.islnk():
                     raise SeriesError(f"{archive.name} contains an unsafe entry {member.name!r}")
+                if ".git" in Path(member.name).parts:  # its config would be the tree's, and run its commands
+                    raise SeriesError(f"{archive.name} contains a git directory entry {member.name!r}; refusing it")
                 # never the archive's owner: run as root, tarfile would chown the files to the packager's uid (Python
                 # before 3.11.4 has no extraction filter), and git then refuses the tree ("dubious ownership")
                 member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""

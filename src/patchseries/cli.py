@@ -18,7 +18,7 @@ from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_in
 from patchseries.errors import SeriesError
 from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage
 from patchseries.lock import series_lock, workdir_lock
-from patchseries.paths import WORKDIR_ENV, Workspace
+from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, shell
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
 from patchseries.series import read_series
@@ -228,11 +228,13 @@ def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.export import export_series, refuse_another_base
 
-    tree = (args.tree or _default_tree(ws)).resolve()
+    given = args.tree or _default_tree(ws)
+    tree = given.resolve()
     if not (tree / ".git").exists():
-        raise SeriesError(
-            f"there is no tree to export at {tree}; make one to edit with `{ws.command('edit')}`, or pass --tree"
-        )
+        make = f"make one to edit with `{ws.command('edit')}`"
+        if args.tree is None and (given.exists() or given.is_symlink()):  # edit would refuse: its place is taken
+            make = f"move it away ({shell('mv', given, kept_path(given))}) and {make}"
+        raise SeriesError(f"there is no tree to export at {given}; {make}, or pass --tree")
     pin = load_pin(ws.pin_file)
     refuse_another_base(tree, pin, ws.pin_file, ws.command("edit"))
     names = export_series(

@@ -11,8 +11,18 @@ from patchseries.atomic import commit_rewrite, discard_uncommitted, start_rewrit
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files, worktrees
 from patchseries.interrupts import stage
+from patchseries.paths import shell
 from patchseries.pin import Pin
-from patchseries.series import Patch, file_sections, listed_names, parse_patch, read_series, section_path
+from patchseries.series import (
+    Patch,
+    file_sections,
+    has_crlf,
+    keep_cr,
+    listed_names,
+    parse_patch,
+    read_series,
+    section_path,
+)
 from patchseries.trees import BASE_REF, BaseRecord, refuse_operation_in_progress
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
@@ -43,7 +53,8 @@ _FORMAT_SETTINGS = (
 )  # fmt: skip
 _FORMAT_CONFIG = tuple(option for setting in _FORMAT_SETTINGS for option in ("-c", setting))
 AUTHOR_ENV = "PATCHSERIES_AUTHOR"  # the author of every written patch when --author is not given
-_IDENTITY = re.compile(r"^(?P<name>[^<>]*[^<>\s])\s*<(?P<email>[^<>\s@]+@[^<>\s@]+)>$")
+# no control character: git drops a newline from a name (`Eve\nBcc: x` became `EveBcc: x`, fourth hostile pass)
+_IDENTITY = re.compile(r"^(?P<name>[^<>\x00-\x1f]*[^<>\s])\s*<(?P<email>[^<>\s@]+@[^<>\s@]+)>$")
 _FROM = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
@@ -92,6 +103,8 @@ def export_series(
                 f"(git commit, or git commit --fixup and git rebase -i --autosquash {base_label}) or stash them, "
                 "then export"
             )
+    if git("check-ref-format", branch, check=False).returncode != 0:  # `series^` would be a commit, not a branch
+        raise SeriesError(f"--branch {label!r} is not a branch name; pass the name of a branch of {repo}")
     if git("rev-parse", "--verify", "--quiet", branch, cwd=repo, check=False).returncode != 0:
         raise SeriesError(f"{repo} has no branch {label!r}; make a tree with `patchseries edit`, or pass --branch")
     if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=repo, check=False).returncode != 0:
@@ -99,13 +112,19 @@ def export_series(
             f"{repo} has no branch {base_label!r} to export the series against; export from a tree that `python -m "
             "patchseries edit` made (its branch base is the pinned release)"
         )
+    if git("merge-base", "--is-ancestor", base, branch, cwd=repo, check=False).returncode != 0:
+        # its patches would be made against another tree than the base: written, they would not apply
+        raise SeriesError(
+            f"{label} of {repo} is not built on {base_label!r} (the pinned base): its patches would not apply to it; "
+            f"rebase it onto {base_label}, then export; nothing was written"
+        )
     if out("rev-list", "--merges", f"{base}..{branch}", cwd=repo):
         raise SeriesError(f"{base_label}..{label} contains merge commits; a patch series must be linear (rebase it)")
     if not out("rev-list", f"{base}..{branch}", cwd=repo):
         raise SeriesError(f"branch {label!r} has no commits on top of {base_label!r}; nothing to export")
     for worktree in worktrees(repo):
         _refuse_work_beyond(worktree, branch, label)
-    _refuse_messages_am_cuts(repo, f"{base}..{branch}", base_label)
+    _refuse_what_am_cannot_apply(repo, f"{base}..{branch}", base_label)
     staging = start_rewrite(patches_dir)
     try:
         with tempfile.TemporaryDirectory(prefix="patchseries-export-") as tmp:
@@ -176,7 +195,8 @@ def refuse_another_base(repo: Path, pin: Pin, pin_file: Path, edit_command: str)
         if record.base == pin.identity and (not pin.commit or commit == pin.commit):
             return
         where = f"{record.base}, for {record.patches}"
-        remedy = f"export it into that series (python -m patchseries export --tree {repo} --patches {record.patches})"
+        command = shell("export", "--tree", repo, "--patches", record.patches)
+        remedy = f"export it into that series (python -m patchseries {command})"
     else:
         tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=repo, check=False)
         if commit and commit in (pin.commit or pin.base_commit, tagged.stdout.strip() if pin.tag else ""):
@@ -202,24 +222,31 @@ def _refuse_work_beyond(worktree: Path, branch: str, label: str) -> None:
         where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
         raise SeriesError(
             f"{worktree} has {len(beyond)} commit(s) on {where}, on top of {label}, which export would leave out; put "
-            f"them on {label} (git -C {worktree} branch -f {label} HEAD) and export again, or export that branch "
-            "(--branch NAME)"
+            f"them on {label} ({shell('git', '-C', worktree, 'branch', '-f', label, 'HEAD')}) and export again, or "
+            "export that branch (--branch NAME)"
         )
 
 
-def _refuse_messages_am_cuts(repo: Path, commits: str, base_label: str) -> None:
-    """Refuse a commit message with a line where ``git am`` ends the message and looks for the diff (``---``, ``diff
-    -``, ``Index: ``): applied, the patch would lose the rest of its message, and be drift for good."""
+def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> None:
+    """Refuse a commit that changes no file (its patch would have no diff, which ``git am`` and the series' reader
+    refuse), and a commit message with a line where ``git am`` ends the message and looks for the diff (``---``,
+    ``diff -``, ``Index: ``): applied, the patch would lose the rest of its message, and be drift for good."""
+    rebase = shell("git", "-C", repo, "rebase", "-i", base_label)
     for commit in out("rev-list", "--reverse", commits, cwd=repo).split():
         message = git("cat-file", "commit", commit, cwd=repo).stdout.split("\n\n", 1)[-1]
+        subject = message.split("\n", 1)[0]
+        if git("diff-tree", "--quiet", "-r", commit, cwd=repo, check=False).returncode == 0:
+            raise SeriesError(
+                f"commit {commit[:12]} ({subject}) changes no file: its patch would have no diff, which `git am` "
+                f"cannot apply; drop it ({rebase}, `drop`); nothing was written"
+            )
         body = message.split("\n\n", 1)[1] if "\n\n" in message else ""  # the first paragraph is the subject
         cut = next((line for line in body.splitlines() if _ends_message(line)), None)
         if cut is not None:
-            subject = message.split("\n", 1)[0]
             raise SeriesError(
                 f"commit {commit[:12]} ({subject}) has the line {cut!r} in its message, where `git am` ends a message "
-                f"and starts the diff: applied, the patch would lose the rest of it; reword it (git -C {repo} rebase "
-                f"-i {base_label}, `reword`), e.g. indent that line; nothing was written"
+                f"and starts the diff: applied, the patch would lose the rest of it; reword it ({rebase}, `reword`), "
+                "e.g. indent that line; nothing was written"
             )
 
 
@@ -351,12 +378,14 @@ def drift_report(
                 )
                 source = Path(tmp) / patch.name
                 source.write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
-            check = git("apply", "--check", "--whitespace=error", *excludes, source, cwd=scratch, check=False)
+            # cr-at-eol: a file's CRLF line endings are its own, no whitespace error
+            check = git("-c", "core.whitespace=cr-at-eol", "apply", "--check", "--whitespace=error", *excludes, source,
+                        cwd=scratch, check=False)  # fmt: skip
             if check.returncode != 0:
                 reason = (check.stderr.strip().splitlines() or ["does not apply"])[-1]
                 report.problems.append(f"{patch.name}: {reason}")
                 return report
-            git("am", "--quiet", "--committer-date-is-author-date", *excludes, source, cwd=scratch,
+            git("am", "--quiet", "--committer-date-is-author-date", *keep_cr(source), *excludes, source, cwd=scratch,
                 env=TOOL_IDENTITY)  # fmt: skip
             applied.append(patch)
         exported = Path(tmp) / "exported"
@@ -397,12 +426,6 @@ def _differences(
     elif series != (exported / "series").read_text():
         problems.append("series file differs from a fresh export; re-export with `patchseries export`")
     return problems
-
-
-def has_crlf(patch: Path) -> bool:
-    """Whether a patch file was converted to CRLF line endings: its ``From`` line, which git writes, ends in CR."""
-    with patch.open("rb") as handle:
-        return handle.readline().endswith(b"\r\n")
 
 
 def _comparable(text: str, left_out: list[str]) -> tuple[str, list[str]]:

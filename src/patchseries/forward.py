@@ -25,11 +25,11 @@ from pathlib import Path
 from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, out
 from patchseries.interrupts import stage
 from patchseries.onto import already_upstream, upstream_patch_ids
 from patchseries.pin import Pin
-from patchseries.series import Patch, file_sections, section_path
+from patchseries.series import Patch, file_sections, keep_cr, section_path
 from patchseries.trees import refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
@@ -108,11 +108,11 @@ def _forward_one(repo: Path, patch: Patch, entries: list[Entry], upstream_ids: d
     if present:
         return Forwarded(patch.name, "already upstream", present)
     changelogs = [f"--exclude={c.path}" for c in patch.changes if _CHANGELOG.search(c.path)]
-    proc = git("am", "--3way", *changelogs, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
+    proc = git("am", "--3way", *keep_cr(patch.path), *changelogs, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode != 0:
         files = failed_files(repo, proc)
         abort_am(repo)
-        return Forwarded(patch.name, "conflicts", ", ".join(files) or "see `git am` output")
+        return Forwarded(patch.name, "conflicts", ", ".join(files) or failure_cause(proc))
     for entry in entries:
         target = git("show", f"forward-base:{entry.changelog}", cwd=repo, check=False).stdout.splitlines()
         if _add_entry(repo / entry.changelog, entry, target):
@@ -148,7 +148,7 @@ def _entries_by_patch(repo: Path, tag: str, patches: list[Patch]) -> dict[str, l
     git("checkout", "--quiet", "--detach", f"refs/tags/{tag}", cwd=repo)
     found: dict[str, list[Entry]] = {}
     for patch in patches:
-        proc = git("am", "--quiet", patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
+        proc = git("am", "--quiet", *keep_cr(patch.path), patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
         if proc.returncode != 0:
             abort_am(repo)
             raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `patchseries check` first")

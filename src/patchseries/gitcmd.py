@@ -42,13 +42,14 @@ STABLE_CONFIG = (
 NEUTRAL_CONFIG = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
 
-# git's variables that choose the repository, its work tree or its index: the tool names the repository by `cwd` only
-_REPOSITORY_VARIABLES = frozenset(
-    {
-        "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES",
-        "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
-    }
+# The caller's git variables the tool keeps: how to reach a remote (a clone over the network), and, for the person's
+# own configuration where a command reads it (``user_config``), where that is. Every other GIT_* variable would choose
+# another repository, work tree or index (GIT_DIR, GIT_INDEX_FILE), or change what git writes: GIT_TEMPLATE_DIR (hooks
+# and configuration in every repository the tool makes), GIT_DEFAULT_HASH, GIT_DIFF_OPTS (the patches' context lines)
+# (fourth hostile pass); the tool names the repository by `cwd` only
+_KEPT_VARIABLES = (
+    "GIT_SSH", "GIT_PROXY_COMMAND", "GIT_ASKPASS", "GIT_SSL_", "GIT_HTTP_", "GIT_CURL_", "GIT_EXEC_PATH",
+    "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
 )  # fmt: skip
 
 
@@ -70,15 +71,14 @@ def git(
         command += ["-c", item]
     command += [str(a) for a in args]
     # GIT_OPTIONAL_LOCKS=0: reading (``git status``) never rewrites the index, so a user's checkout stays byte for byte
-    # a GIT_DIR, GIT_WORK_TREE or GIT_INDEX_FILE of the caller's shell would point every command at another repository
     inherited = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in _REPOSITORY_VARIABLES and not key.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+        key: value for key, value in os.environ.items() if not key.startswith("GIT_") or key.startswith(_KEPT_VARIABLES)
     }
     neutral = {} if user_config else NEUTRAL_CONFIG
+    # GIT_TEMPLATE_DIR="": a repository the tool makes or clones gets no hooks or configuration from any template
     full_env = {
-        **inherited, **neutral, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", **(env or {})
+        **inherited, **neutral, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C",
+        "GIT_TEMPLATE_DIR": "", **(env or {}),
     }  # fmt: skip
     if cwd is not None:
         # git runs on the repository at `cwd` or on none: one whose `.git` is broken or moved must not make git find
@@ -162,7 +162,12 @@ def has_path(repo: Path, path: str, ref: str = "HEAD") -> bool:
 
 
 def _short(args: Sequence[str | Path]) -> str:
-    return " ".join(str(a) for a in args[:3])
+    """The git command of ``args`` and its first two arguments, without the ``-c NAME=VALUE`` settings before it (a
+    failure named ``git -c format.useAutoBase=false -c`` does not say which command failed)."""
+    words = [str(a) for a in args]
+    while words[:1] == ["-c"]:
+        words = words[2:]
+    return " ".join(words[:3])
 
 
 def git_path(repo: Path, name: str) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +39,8 @@ def workdir_lock(workdir: Path, what: str) -> Iterator[None]:
             f"{path} is a link, not the tool's lock file; move it away (the tool makes its own there) and re-run"
         ) from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a fifo or a device: "Invalid argument", naming nothing
+            raise SeriesError(f"{path} is not a file, not the tool's lock file; move it away and re-run")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -22,7 +22,7 @@ from pathlib import Path
 from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out
-from patchseries.series import Patch
+from patchseries.series import Patch, keep_cr
 
 _CHANGELOGS = "--exclude=*CHANGELOG.md"
 
@@ -65,7 +65,7 @@ def _standing(repo: Path, patch: Patch, upstream_ids: dict[str, str]) -> Standin
     present = already_upstream(repo, patch, upstream_ids)
     if present:
         return Standing(patch.name, "already upstream", present)
-    proc = git("am", "--3way", patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
+    proc = git("am", "--3way", *keep_cr(patch.path), patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode == 0:
         return Standing(patch.name, "applies cleanly")
     files = failed_files(repo, proc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ class Workspace:
     def command(self, *args: str | Path) -> str:
         """The command line of a remedy: ``python -m patchseries ARGS`` with the run's own --patches and --workdir, so
         that it acts on the same series and work directory, run exactly as written."""
-        return " ".join(["python -m patchseries", *(str(arg) for arg in args), *self.options])
+        return f"python -m patchseries {shell(*args, *self.options)}"
 
     @classmethod
     def default(cls, patches: Path | None = None, workdir: Path | None = None) -> Workspace:
@@ -107,6 +108,17 @@ class Workspace:
     @property
     def reports(self) -> Path:
         return self.workdir / "reports"
+
+
+def shell(*words: str | Path) -> str:
+    """A command line for a remedy, each word quoted where a shell would split or expand it: run exactly as written,
+    it works for a path with a space or a quote too (fourth hostile pass)."""
+    return " ".join(shlex.quote(str(word)) for word in words)
+
+
+def kept_path(path: Path) -> Path:
+    """Where a refusal tells a person to move their folder that is in the tool's way: ``<path>.mine``."""
+    return path.with_name(path.name + ".mine")
 
 
 def partial_path(final: Path) -> Path:

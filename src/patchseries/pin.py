@@ -59,7 +59,7 @@ class Pin:
 def load_pin(path: Path) -> Pin:
     """Read and validate a pin file: every value the tool uses is checked here, before anything is fetched."""
     try:
-        data = tomllib.loads(path.read_bytes().decode())
+        data = tomllib.loads(path.read_bytes().decode().removeprefix("\ufeff"))  # as the series file: an editor's BOM
     except FileNotFoundError:
         raise SeriesError(f"pin file {path} does not exist") from None
     except UnicodeDecodeError as exc:  # TOML is UTF-8

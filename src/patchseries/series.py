@@ -18,6 +18,7 @@ _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _SUBJECT = re.compile(r"^Subject: (?:\[[^\]]*\] )?(.*)$")
 _TRAILER = re.compile(r"^([A-Z][A-Za-z-]+): (.+)$")
+_MESSAGE_START = re.compile(r"(?m)^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")  # git format-patch's first line
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,9 @@ def read_series(series_file: Path) -> list[Patch]:
             )
         seen[resolved] = (name, number)
         if not path.is_file():
+            what = "is not a file" if path.exists() else "does not exist"
             raise SeriesError(
-                f"series names {name}, but {path} does not exist; restore that file, or remove line {number} from "
-                f"{series_file}"
+                f"series names {name}, but {path} {what}; restore that file, or remove line {number} from {series_file}"
             )
         patches.append(parse_patch(path))
     if not patches:
@@ -108,7 +109,10 @@ def _listed(series_file: Path) -> list[tuple[int, str]]:
         raise SeriesError(
             f"{series_file} is not UTF-8 text ({exc.reason} at byte {exc.start}); list the patch file names in UTF-8"
         ) from None
-    names = ((number, line.split("#", 1)[0].strip()) for number, line in enumerate(lines, 1))
+    names = [(number, line.split("#", 1)[0].strip()) for number, line in enumerate(lines, 1)]
+    for number, name in names:
+        if any(ord(char) < 32 for char in name):  # a NUL would end in a traceback, and no patch is named so
+            raise SeriesError(f"{series_file} line {number} is not a file name: {name!r}; list the patch file names")
     return [(number, name) for number, name in names if name]
 
 
@@ -131,11 +135,27 @@ def parse_patch(path: Path) -> Patch:
         changes.append(FileChange(path=header[1] if kind != "deleted" else header[0], kind=kind))
     if subject is None or not changes:
         raise SeriesError(f"{path.name} is not a git format-patch file (no Subject: header or no diff)")
+    messages = len(_MESSAGE_START.findall(text))
+    if messages > 1:  # `git am` would apply each as a commit of its own, where the series counts one patch
+        raise SeriesError(f"{path.name} holds {messages} patches; git format-patch writes one a file: split it")
     check = git("apply", "--numstat", path, check=False)
     if check.returncode != 0:
         reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
         raise SeriesError(f"{path.name} is malformed: {reason}")
     return Patch(path=path, subject=subject, changes=tuple(changes), trailers=tuple(_trailers(lines)))
+
+
+def has_crlf(patch: Path) -> bool:
+    """Whether a patch file was converted to CRLF line endings: its ``From`` line, which git writes, ends in CR."""
+    with patch.open("rb") as handle:
+        return handle.readline().endswith(b"\r\n")
+
+
+def keep_cr(patch: Path) -> list[str]:
+    """``git am``'s option for ``patch``: ``--keep-cr``, so that a line of a file that ends in CR keeps it (without it
+    `git am` strips the CR, and the file applied is not the one exported: fourth hostile pass); not for a patch file
+    converted to CRLF line endings, whose CRs are no file's."""
+    return [] if has_crlf(patch) else ["--keep-cr"]
 
 
 def diff_paths(line: str) -> tuple[str, str] | None:

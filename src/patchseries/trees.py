@@ -1,13 +1,13 @@
 """The tool's trees: built fresh for one base and one series, reused or replaced only while exactly as built.
 
-A tree under ``<workdir>/trees/`` is the tool's while it is exactly what the tool built, which the tool can show:
-the record it wrote into the tree's ``.git`` last, in one rename (:class:`Record`: the base's source and commit, the
-series' fingerprint and the head it made), still matches the tree: a real ``.git`` directory, exactly the refs
-``base`` and ``series`` at the recorded commits, ``HEAD`` on ``series``, no uncommitted file, no operation in
-progress, no linked worktree but the tool's own. Such a tree is reused for the same base and series and otherwise
-replaced by a fresh one (:func:`replace_tree`). Anything else (a person's edit or commit, another branch, a stash, a
-moved or unreadable ``.git``, a folder without a record) is left exactly as it is, and the run stops with one line
-that names it (:func:`changes_since_built`). Nothing is ever force-checked-out, renamed, reset or deleted in a tree
+A tree under ``<workdir>/trees/`` is the tool's while it is exactly what the tool built, which the tool can show: the
+record it wrote into the tree's ``.git`` last, in one rename (:class:`Record`: the base's source and commit, the series'
+fingerprint and the head it made), still matches the tree: a real ``.git`` directory, exactly the refs ``base`` and
+``series`` at the recorded commits, ``HEAD`` on ``series``, no commit only in a reflog, no uncommitted file, no
+operation in progress, no linked worktree but the tool's own. Such a tree is reused for the same base and series and
+otherwise replaced by a fresh one (:func:`replace_tree`). Anything else (a person's edit or commit, another branch, a
+stash, a moved or unreadable ``.git``, a folder without a record) is left exactly as it is, and the run stops with one
+line that names it (:func:`changes_since_built`). Nothing is ever force-checked-out, renamed, reset or deleted in a tree
 the tool cannot show it made unchanged.
 """
 
@@ -26,7 +26,7 @@ from patchseries.atomic import write_file
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, git_path, hidden_files, uncommitted_files
 from patchseries.interrupts import stage
-from patchseries.paths import partial_path
+from patchseries.paths import kept_path, partial_path, shell
 
 RECORD = "patchseries-tree"  # in the tree's .git directory
 BASE_RECORD = "patchseries-base"  # in the .git directory of every tree the tool makes (BaseRecord)
@@ -155,6 +155,10 @@ def changes_since_built(tree: Path) -> str | None:
     moved = [path for path in linked if worktree_moved(tree, path)]
     if moved:
         return f"its worktree {moved[0]} is not detached at branch base (a commit or checkout of yours?)"
+    # a commit of a person's that a reset or a checkout left behind is theirs still, in the reflogs of every worktree
+    reflogged = git("rev-list", "--reflog", "--not", BASE_REF, SERIES_REF, cwd=tree, check=False).stdout.split()
+    if reflogged:
+        return f"{len(reflogged)} commit(s) only in its reflog ({reflogged[0][:12]}: yours, reset or checked out away?)"
     return None
 
 
@@ -213,12 +217,11 @@ def _digest(path: Path) -> str:
 
 def refuse_unless_built(tree: Path, why: str, export: str = "") -> None:
     """Stop, naming ``tree`` and ``why`` it is not the tool's to reuse or replace; ``export``: the command that exports
-    a tree moved away from there (the run's own options), when it may hold commits."""
-    kept = f"{tree}.mine"
-    then = f", and export your commits from there ({export.replace(str(tree), kept)})" if export else ""
+    the tree moved away to :func:`patchseries.paths.kept_path` (the run's own options), when it may hold commits."""
+    then = f", and export your commits from there ({export})" if export else ""
     raise SeriesError(
         f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it away "
-        f"(mv {tree} {kept}){then}, and re-run; nothing was changed"
+        f"({shell('mv', tree, kept_path(tree))}){then}, and re-run; nothing was changed"
     )
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patchseries.apply import tool_tree
-from patchseries.base import BASE_REF, _safe_extract, download_sdist, resolve_source
+from patchseries.base import _safe_extract, download_sdist, resolve_source
 from patchseries.environment import find_uv
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
@@ -38,6 +38,7 @@ from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, fingerprint
 from patchseries.standalone import MappedPatch, PackageMapping, WheelPin, map_patch
+from patchseries.trees import BASE_REF
 
 RECORD_NAME = "patch-series.json"  # in each wheel's .dist-info: importlib.metadata reads it without importing torch
 PROJECT = "lightning-compile-series"

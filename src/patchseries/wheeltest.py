@@ -29,7 +29,7 @@ from pathlib import Path
 
 from patchseries.acceptance import is_test_module, source_files
 from patchseries.apply import tool_tree
-from patchseries.base import BASE_REF, resolve_source
+from patchseries.base import resolve_source
 from patchseries.environment import (
     TEST_REQUIREMENTS,
     Environment,
@@ -48,6 +48,7 @@ from patchseries.progress import Log
 from patchseries.series import Patch, file_sections, fingerprint, section_path
 from patchseries.standalone import PackageMapping, WheelPin, replace_imports
 from patchseries.testrun import TestOutcome, run_tests
+from patchseries.trees import BASE_REF
 from patchseries.wheelbuild import RECORD_NAME, SERIES_REF, wheel_prefix
 from patchseries.wheels import check_python, running_python
 
