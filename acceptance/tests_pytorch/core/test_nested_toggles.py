@@ -488,7 +488,7 @@ def test_toggles_undone_another_way_run_as_on_2_6_6(undo):
         torch.manual_seed(0)
         module = BoringModel()
         module.other = nn.Linear(32, 2)
-        opts = [torch.optim.SGD(module.layer.parameters()), torch.optim.SGD(module.other.parameters())]
+        opts = [torch.optim.SGD(module.layer.parameters(), lr=0.1), torch.optim.SGD(module.other.parameters(), lr=0.1)]
         module.trainer = Mock(optimizers=opts)
         seen: list = []
         module.record = lambda: seen.append(_trainable(module))
