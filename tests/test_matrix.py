@@ -47,8 +47,9 @@ def test_results_are_counted_per_module_including_import_errors(tmp_path):
 
 
 def test_table_has_a_row_per_version_and_module_and_survives_a_round_trip():
+    probe = {"torch": "2.1.2+cu121", "lightning": "2.6.6", "backend": "aot_eager", "with": {"graphs": 3}}  # as printed
     rows = [
-        Row("2.1.2", before={"test_a": "3 failed"}, after={"test_a": "3 passed"}, compile={"with": {"graphs": 3}}),
+        Row("2.1.2", before={"test_a": "3 failed"}, after={"test_a": "3 passed"}, compile=probe),
         Row("2.99.0", error="cannot install torch 2.99.0 for py3.11: no such version"),
     ]
     made_on = dt.date(2026, 11, 30)
