@@ -1,4 +1,4 @@
-"""Issue 39, the tool's fourth hostile pass: one test per defect of its table (``row_N``, /work/h39-findings.md). Each:
+"""Issue 39, the tool's fourth hostile pass: one test per defect it found (``row_N``, listed in the issue's note). Each:
 nothing of a person's is removed, no exit 0 for what did not happen, one ``error:`` line whose remedy, run exactly as
 written, works, and the tool's git output independent of the person's environment."""
 
