@@ -18,7 +18,9 @@ The discriminator phase scores ``G(z)`` with the generator frozen by ``toggle_op
 can reuse a graph that Dynamo compiled under the other toggle state (pytorch/pytorch#139476): the loss then has no
 ``grad_fn``, or silently lacks the gradients of the compiled network. Each case must train to the eager run's
 parameters on every torch (series v6: also 2.4, where v5 stopped one case with the error that names the cause).
-Styles ``loss_method`` and ``inline`` write each phase as ``with self.toggle_optimizer(opt, step=True):``.
+Styles ``loss_method`` and ``inline`` write each phase as ``with self.toggle_optimizer(opt, step=True):``; style
+``loop`` makes explicit toggle calls in a loop over the optimizers and runs ``self(z)`` in both phases, which without
+release 0014 trains silently wrong on torch 2.8.0 even with the module compiled (issue #42).
 """
 
 from typing import Any
@@ -35,7 +37,7 @@ from lightning.pytorch.demos.boring_classes import BoringModel, RandomDataset
 from tests_pytorch.helpers.compile_toggling import GraphCountAtStep
 from tests_pytorch.helpers.runif import RunIf
 
-STYLES = ("calls", "toggled", "loss_method", "inline")
+STYLES = ("calls", "toggled", "loss_method", "inline", "loop")
 
 
 class Generator(nn.Module):
@@ -78,6 +80,9 @@ class TwoPhaseGAN(BoringModel):
             self.scale = nn.Parameter(torch.ones(32))
         else:
             self.register_buffer("scale", torch.ones(32))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.D(self.G(z) * self.scale)
 
     def _generator_loss(self, z: torch.Tensor) -> torch.Tensor:
         return nn.functional.softplus(-self.D(self.G(z) * self.scale)).mean()
@@ -139,6 +144,17 @@ class TwoPhaseGAN(BoringModel):
                 self.manual_backward(self._generator_loss(z) if g_first else self._discriminator_loss(z, real))
             with self.toggle_optimizer(second, step=True):
                 self.manual_backward(self._generator_loss(z) if not g_first else self._discriminator_loss(z, real))
+        elif self.style == "loop":  # the generator frozen by the toggle in the discriminator's phase, not detached
+            for opt in (first, second):
+                self.toggle_optimizer(opt)
+                opt.zero_grad()
+                if opt is opt_g:
+                    loss = softplus(-self(z)).mean()
+                else:
+                    loss = softplus(self(z)).mean() + softplus(-self.D(real)).mean()
+                self.manual_backward(loss)
+                opt.step()
+                self.untoggle_optimizer(opt)
         else:  # "inline": the networks called directly in the stepping block
             with self.toggle_optimizer(first, step=True):
                 loss = (
