@@ -53,6 +53,8 @@ def test_row_1_a_remedy_naming_a_path_with_a_space_runs_as_written(synthetic, tm
     tree = spaced / "work dir" / "trees" / "sdist-1.0"
     commit(tree, {CORE: "def answer():\n    return 51\n"}, "Mine\n\nUpstream-Status: Pending")
     _change_patches(spaced / "patches")
+    for step in (("init", "-q"), ("add", "-A"), ("commit", "-q", "-m", "Pulled")):  # committed, as a pull changes it
+        git(spaced / "patches", *step)
 
     error = _error(cli("apply", *args))
 

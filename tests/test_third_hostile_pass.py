@@ -237,6 +237,8 @@ def test_row_10_the_refusals_remedies_run_as_written_work(synthetic):
     tree = synthetic.ws.trees / "sdist-1.0"
     commit(tree, {CORE: "def answer():\n    return 48\n"}, "Mine\n\nUpstream-Status: Pending")
     _change_patches(synthetic)
+    for step in (("init", "-q"), ("add", "-A"), ("commit", "-q", "-m", "Pulled")):  # committed, as a pull changes it
+        git(synthetic.ws.patches, *step)
 
     error = _error(synthetic.run("apply"))
 

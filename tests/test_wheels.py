@@ -147,7 +147,18 @@ def _release(tmp_path: Path, changes: dict[str, str], pytorch: dict[str, str] = 
     tree = edit_tree(ws, pin, [], resolve_source(ws, pin, None, False, False), quiet)
     commit(tree, changes, "Fix the answer\n\nUpstream-Status: Pending")
     export_series(tree, ws.patches, branch="series")
+    record_fingerprint(ws)  # the released series: its wheels are 1.0+series.3
     return Release(ws, tree, sdists, tmp_path / "dist")
+
+
+def record_fingerprint(ws: Workspace) -> str:
+    """What a maintainer does on a release of the series: its fingerprint recorded in ``[wheels]``."""
+    value = fingerprint(read_series(ws.series_file))
+    lines = [line for line in ws.pin_file.read_text().splitlines() if not line.startswith("fingerprint = ")]
+    index = next(i for i, line in enumerate(lines) if line.startswith("series_version = "))
+    lines.insert(index + 1, f'fingerprint = "{value}"')
+    ws.pin_file.write_text("\n".join(lines) + "\n")
+    return value
 
 
 FIX = {

@@ -17,15 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries import scratch
-from patchseries.base import BaseSource, BaseTree, build_base, kept_download
+from patchseries.base import BaseSource, BaseTree, build_base, kept_download, resolve_source
 from patchseries.errors import SeriesError
+from patchseries.export import dropped_hunks
 from patchseries.gitcmd import TOOL_IDENTITY, failure_cause, git, git_path, has_path, out
-from patchseries.paths import Workspace, kept_path, shell
+from patchseries.paths import Workspace, kept_path, remove, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.series import Patch, fingerprint, keep_cr
+from patchseries.series import Patch, file_sections, fingerprint, keep_cr, section_path
 from patchseries.trees import (
     BASE_REF,
+    SERIES_REF,
     BaseRecord,
     Record,
     building_path,
@@ -39,6 +41,7 @@ from patchseries.trees import (
 SERIES_BRANCH = "series"
 EDIT_DIR = "edit"  # <workdir>/edit/<base>: trees made for a person to change the series in; the tool never writes them
 _FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
+_NEW_MODE = re.compile(r"(?m)^new mode ([0-7]{6})$")  # a diff section's header: the file mode the patch sets
 
 
 @dataclass
@@ -68,7 +71,7 @@ def tool_tree(
     if tree.exists() or tree.is_symlink():
         why = changes_since_built(tree)
         if why is not None:
-            refuse_unless_built(tree, why, ws.command("export", "--tree", kept_path(tree)))
+            refuse_unless_built(tree, why, lambda kept: _commits_remedy(ws, pin, patches, source, tree, kept))
         record = read_record(tree)
         assert record is not None  # changes_since_built checked it
         if (record.source, record.fingerprint) == (source.key, wanted):
@@ -83,6 +86,33 @@ def tool_tree(
         replace_tree(tree, building)
     result.tree = tree
     return BaseTree(tree, source.kind), result
+
+
+def _commits_remedy(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tree: Path, kept: Path) -> str:
+    """What to do with the commits of the refused tool tree ``tree`` once it is moved to ``kept``: export them from
+    there. A tree whose base lacks files the series changes (the sdist: docs/, upstream tests/) cannot export the
+    series (export refuses to drop those hunks), so its commits on top of the series the tool applied are carried into
+    an edit tree of upstream's tag and exported from there (fifth hostile pass: the export named was refused)."""
+    export = f"export your commits from there ({ws.command('export', '--tree', kept)})"
+    if source.kind != "sdist" or not dropped_hunks(tree, BASE_REF, patches, pin.sdist_lacks):
+        return export
+    upstream = ws.workdir / EDIT_DIR / resolve_source(ws, pin, None, True, False).tree_name  # what `edit --git` makes
+    edit = ws.command("edit", "--git")
+    record = read_record(tree)
+    head = record.head if record is not None else ""
+    tip = git("rev-parse", "--verify", "--quiet", SERIES_REF, cwd=tree, check=False).stdout.strip()
+    on_top = bool(head and tip) and git("merge-base", "--is-ancestor", head, tip, cwd=tree, check=False).returncode == 0
+    lacking = "the sdist it is built on lacks files the series changes"
+    if not on_top or head == tip:  # no commits on top of the series the tool applied: none a command can carry
+        return f"export your commits from an edit tree of upstream's tag ({edit}), as {lacking}"
+    steps = [
+        *([shell("mv", upstream, kept_path(upstream))] if upstream.exists() or upstream.is_symlink() else []),
+        edit,
+        shell("git", "-C", upstream, "fetch", kept, SERIES_REF),
+        shell("git", "-C", upstream, "cherry-pick", f"{head[:12]}..FETCH_HEAD"),
+        ws.command("export", "--tree", upstream),
+    ]
+    return f"carry your commits onto upstream's tag to export them, as {lacking} ({' && '.join(steps)})"
 
 
 def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log) -> Path:
@@ -136,7 +166,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
         if len(excludes) == len(patch.changes):
             continue
         options = [f"--exclude={path}" for path in excludes]
-        if git("apply", "--check", "--reverse", *options, patch.path, cwd=repo, check=False).returncode == 0:
+        if _already_present(repo, patch, options, excludes):
             log(f"{patch.name}: already present in the base, skipped")
             result.already_present.append(patch.name)
             continue
@@ -145,6 +175,21 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
         log(f"applied {patch.name}")
     result.head = out("rev-parse", "HEAD", cwd=repo)
     return result
+
+
+def _already_present(repo: Path, patch: Patch, options: list[str], excludes: list[str]) -> bool:
+    """Whether the base has ``patch`` already: its reverse applies, and every file mode it sets is the base's.
+
+    ``git apply --check --reverse`` does not compare file modes: a patch that only makes a file executable passed for
+    one already present, and was skipped (fifth hostile pass).
+    """
+    if git("apply", "--check", "--reverse", *options, patch.path, cwd=repo, check=False).returncode != 0:
+        return False
+    for section in file_sections(patch.path.read_bytes().decode(errors="surrogateescape")):
+        mode, path = _NEW_MODE.search(section), section_path(section)
+        if mode and path not in excludes and out("ls-tree", "HEAD", "--", path, cwd=repo).split(" ")[0] != mode[1]:
+            return False
+    return True
 
 
 def excluded_paths(base: BaseTree, patch: Patch, pin: Pin) -> list[str]:
@@ -182,8 +227,19 @@ def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str
 
 
 def abort_am(repo: Path) -> None:
-    """Abort a stopped ``git am`` in a scratch clone; if aborting fails (e.g. an object is missing), drop its state."""
-    git("am", "--abort", cwd=repo, check=False)
-    if git_path(repo, "rebase-apply").exists():
-        git("am", "--quit", cwd=repo, check=False)
-        git("reset", "--quiet", "--hard", cwd=repo, check=False)
+    """Abort a stopped ``git am`` in a scratch clone of the tool's, back to the commit before the patch with a clean
+    tree, so that the next patch is tried on its own.
+
+    If aborting fails (e.g. an object is missing), the am's state is dropped and the tree reset; what is left of the
+    state is removed (the clone is the tool's). Found by the fifth hostile pass: the fallback's ``git am --quit`` ran
+    without an identity, failed too, and every later patch was reported as a conflict with the rebase directory.
+    """
+    git("am", "--abort", cwd=repo, env=TOOL_IDENTITY, check=False)
+    state = git_path(repo, "rebase-apply")
+    if not state.exists():
+        return
+    git("am", "--quit", cwd=repo, env=TOOL_IDENTITY, check=False)
+    remove(state)
+    reset = git("reset", "--quiet", "--hard", cwd=repo, env=TOOL_IDENTITY, check=False)
+    if reset.returncode != 0:
+        raise SeriesError(f"cannot undo a failed git am in the scratch clone {repo}: {failure_cause(reset)}")

@@ -37,7 +37,9 @@ AUTHOR_HELP = (
 )
 SIGPIPE_STATUS = 141  # what a shell reports for a program that stopped writing into a closed pipe (`| head`)
 _ERRNO_PREFIX = re.compile(r"^\[Errno \d+\] ")
-_MAX_ERROR = 1000  # characters of an error line; a longer message keeps its start and its end
+# characters of an error line; a longer message keeps its start and its end. Room for a refusal's remedies, several
+# commands with the run's own paths, which must run as written (fifth hostile pass: one was cut in the middle)
+_MAX_ERROR = 2000
 DESCRIPTION = """\
 Apply the patch series in patches/ to the pinned PyTorch Lightning release, test it, and maintain it.
 
@@ -236,7 +238,7 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
             make = f"move it away ({shell('mv', given, kept_path(given))}) and {make}"
         raise SeriesError(f"there is no tree to export at {given}; {make}, or pass --tree")
     pin = load_pin(ws.pin_file)
-    refuse_another_base(tree, pin, ws.pin_file, ws.command("edit"))
+    refuse_another_base(tree, pin, ws)
     names = export_series(
         tree, ws.patches, branch=args.branch, lacks=pin.sdist_lacks, drop_lacking=args.drop_missing,
         author=args.author, refuse_placeholder_authors=True, upstream_edit=ws.command("edit", "--git"),

@@ -16,7 +16,7 @@ from pathlib import Path
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace, remove
 from patchseries.progress import Log
-from patchseries.wheels import check_python
+from patchseries.wheels import check_known, check_python
 
 DEFAULT_TORCH = "2.13.0"
 # setuptools: inductor on torch 2.1 imports it to build its C++ kernels; uv-made venvs do not ship it.
@@ -59,6 +59,15 @@ def torch_release(version: str) -> str:
     """The full release number of ``version`` (``2.13`` -> ``2.13.0``), as pip's ``torch==2.13`` means it: one
     release has one name, so it never gets a second environment beside its own."""
     return ".".join(str(part) for part in parse_torch_version(version))
+
+
+def known_torch(version: str) -> str:
+    """A ``--torch`` value as every subcommand takes it: its full release number (:func:`torch_release`), refused
+    when it is not a release number, older than 2.1 or newer than every release this tool knows (fifth hostile pass:
+    ``test-wheels --torch 9.9.9`` built an environment, then failed in the installer)."""
+    release = torch_release(version)
+    check_known(release, parse_torch_version(release))
+    return release
 
 
 def torch_index() -> str:

@@ -11,10 +11,12 @@ from patchseries.atomic import commit_rewrite, discard_uncommitted, start_rewrit
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files, worktrees
 from patchseries.interrupts import stage
-from patchseries.paths import shell
+from patchseries.ownership import Unexported, unexported
+from patchseries.paths import Workspace, kept_path, shell
 from patchseries.pin import Pin
 from patchseries.series import (
     Patch,
+    author_header,
     file_sections,
     has_crlf,
     keep_cr,
@@ -55,7 +57,6 @@ _FORMAT_CONFIG = tuple(option for setting in _FORMAT_SETTINGS for option in ("-c
 AUTHOR_ENV = "PATCHSERIES_AUTHOR"  # the author of every written patch when --author is not given
 # no control character: git drops a newline from a name (`Eve\nBcc: x` became `EveBcc: x`, fourth hostile pass)
 _IDENTITY = re.compile(r"^(?P<name>[^<>\x00-\x1f]*[^<>\s])\s*<(?P<email>[^<>\s@]+@[^<>\s@]+)>$")
-_FROM = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
@@ -71,16 +72,19 @@ def export_series(
     author: str | None = None,
     refuse_placeholder_authors: bool = False,
     upstream_edit: str = "python -m patchseries edit --git",
+    replace_unexported: bool = False,
 ) -> list[str]:
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files plus ``series`` into ``patches_dir``.
 
-    The patches the old ``series`` lists (what an earlier export wrote) are replaced; every other file is kept (the
-    pin, and a ``*.patch`` that ``series`` does not list, which is a contributor's), and overwriting one with other
-    content is refused. The folder is rewritten as one step (:mod:`patchseries.atomic`): an interrupted export leaves
-    the old series or the new one. A tree with uncommitted changes is refused: export writes commits only, and those
-    changes would silently stay behind. So is an export that would drop a committed patch's hunks for upstream files
-    the tree's base lacks (``lacks``, e.g. ``docs/`` on the sdist base, where applying left them out), unless
-    ``drop_lacking``.
+    The patches the old ``series`` lists are replaced or removed only where their bytes show that an export wrote them
+    (:mod:`patchseries.ownership`), else the export is refused, naming the file: ``series`` may list a patch of a
+    person's. ``replace_unexported``: replace them all (``forward``, whose scratch clone has no commit of an earlier
+    forward to show that one wrote them). Every other file is kept (the pin, and a ``*.patch`` that ``series`` does not
+    list, which is a contributor's), and overwriting one with other content is refused. The folder is rewritten as one
+    step (:mod:`patchseries.atomic`): an interrupted export leaves the old series or the new one. A tree with
+    uncommitted changes is refused: export writes commits only, and those changes would silently stay behind. So is an
+    export that would drop a committed patch's hunks for upstream files the tree's base lacks (``lacks``, e.g. ``docs/``
+    on the sdist base, where applying left them out), unless ``drop_lacking``.
 
     ``author`` (``Name <email>``) is the ``From:`` of every patch, else each commit's own author; with
     ``refuse_placeholder_authors`` (what ``export`` and ``forward`` write into ``patches/``) an ``@invalid`` author is
@@ -148,7 +152,8 @@ def export_series(
                 f"{_from(staging / placeholders[0])}; pass --author 'Name <email>' (or set {AUTHOR_ENV}), or commit "
                 "with your own identity; nothing was written"
             )
-        dropped = [] if drop_lacking else _dropped_hunks(repo, base, patches_dir, [staging / n for n in names], lacks)
+        committed = read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
+        dropped = [] if drop_lacking else dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])
         if dropped:
             raise SeriesError(
                 f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the sdist ships no "
@@ -157,6 +162,8 @@ def export_series(
                 "--drop-missing to drop them"
             )
         _refuse_overwriting_unlisted(patches_dir, staging, [n for n in names if n not in listed])
+        if not replace_unexported:
+            _refuse_losing(repo, base, branch, patches_dir, staging, names, listed, lacks if drop_lacking else ())
         (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
         commit_rewrite(patches_dir, [*names, "series"], sorted(set(listed) - set(names)))
     finally:
@@ -182,7 +189,7 @@ def _fix(given_as: str) -> str:
     return f"set {given_as} to 'Your Name <you@example.com>', or unset it to keep the commits' own authors"
 
 
-def refuse_another_base(repo: Path, pin: Pin, pin_file: Path, edit_command: str) -> None:
+def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
     """Refuse to export ``repo`` into a series whose ``base.toml`` pins another base than its branch ``base``: the
     series would be replaced by patches against that other base (found by the third hostile pass: the sdist tree
     exported over the forward series). The base is known by the record ``edit`` wrote, else by its commit (the
@@ -195,8 +202,7 @@ def refuse_another_base(repo: Path, pin: Pin, pin_file: Path, edit_command: str)
         if record.base == pin.identity and (not pin.commit or commit == pin.commit):
             return
         where = f"{record.base}, for {record.patches}"
-        command = shell("export", "--tree", repo, "--patches", record.patches)
-        remedy = f"export it into that series (python -m patchseries {command})"
+        remedy = f"export it into that series ({ws.command_on(record.patches, 'export', '--tree', repo)})"
     else:
         tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=repo, check=False)
         if commit and commit in (pin.commit or pin.base_commit, tagged.stdout.strip() if pin.tag else ""):
@@ -204,8 +210,9 @@ def refuse_another_base(repo: Path, pin: Pin, pin_file: Path, edit_command: str)
         where = f"commit {commit[:12]}"
         remedy = f"export it into the series of its base (--patches DIR), or tag its base if it is {pin.where}"
     raise SeriesError(
-        f"the base of {repo} is {where}, but {pin_file} pins {pin.identity}: exporting would replace that series with "
-        f"patches against another base; {remedy}, or make a tree for this series ({edit_command}); nothing was written"
+        f"the base of {repo} is {where}, but {ws.pin_file} pins {pin.identity}: exporting would replace that series "
+        f"with patches against another base; {remedy}, or make a tree for this series ({ws.command('edit')}); nothing "
+        "was written"
     )
 
 
@@ -267,7 +274,7 @@ def is_placeholder(identity: str) -> bool:
 
 
 def _from(patch: Path) -> str:
-    match = _FROM.search(patch.read_text(errors=ENCODING_ERRORS).split("\n\n", 1)[0])
+    match = author_header(patch.read_text(errors=ENCODING_ERRORS))
     return " ".join(match.group("identity").split()) if match else ""
 
 
@@ -288,8 +295,12 @@ def _authored(repo: Path, base: str, branch: str, author: str, tmp: str) -> tupl
     return scratch, f"{start}..{parent}"
 
 
-def _dropped_hunks(repo: Path, base: str, patches_dir: Path, exported: list[Path], lacks: tuple[str, ...]) -> list[str]:
-    """``"<patch>'s hunks for <paths>"`` for each committed patch that changes files ``base`` of ``repo`` lacks.
+def dropped_hunks(
+    repo: Path, base: str, committed: list[Patch], lacks: tuple[str, ...], exported: list[Path] | None = None
+) -> list[str]:
+    """``"<patch>'s hunks for <paths>"`` for each ``committed`` patch that changes files ``base`` of ``repo`` lacks:
+    what an export of ``repo`` would drop (``exported``: the patches it made, which name a file one of its commits
+    adds there).
 
     A tree whose base lacks those files (the sdist tree) never had those hunks, so nothing it exports can carry them:
     the whole committed series is compared, not patch by patch, so that a reworded subject or a patch that changes
@@ -297,12 +308,12 @@ def _dropped_hunks(repo: Path, base: str, patches_dir: Path, exported: list[Path
     (a placeholder) is not upstream's either, so it hides nothing; only a file the series itself adds before the patch
     that changes it is not lost.
     """
-    if not lacks or not (patches_dir / "series").is_file():
+    if not lacks:
         return []
-    exported_new = {path for patch in exported for path in parse_patch(patch).new_files}
+    exported_new = {path for patch in exported or [] for path in parse_patch(patch).new_files}
     added_by_series: set[str] = set()  # a file an earlier patch of the series adds is the series', not upstream's
     dropped = []
-    for old in read_series(patches_dir / "series"):
+    for old in committed:
         lost = [
             p
             for p in old.touched_existing
@@ -327,6 +338,58 @@ def _refuse_overwriting_unlisted(patches_dir: Path, staging: Path, unlisted: lis
             f"export would overwrite {', '.join(clobbered)}, which series does not list (a file of yours?); move "
             f"it out of {patches_dir} and re-run"
         )
+
+
+def _refuse_losing(
+    repo: Path, base: str, branch: str, patches_dir: Path, staging: Path, names: list[str], listed: list[str],
+    droppable: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Refuse an export that would remove or overwrite a file ``series`` lists that no export can be shown to have
+    written (:mod:`patchseries.ownership`); a patch that only loses its hunks for the ``droppable`` files its base
+    lacks (``--drop-missing``) is replaced by its export."""
+    consented = [n for n in names if droppable and _drops_only(patches_dir / n, staging / n, repo, base, droppable)]
+    at_stake = [name for name in listed if name not in consented]
+    written = [staging / name for name in names]
+    lost = unexported(patches_dir, at_stake, written, repo, base, branch, lambda commit: _exported(repo, commit))
+    if lost:
+        raise SeriesError(_losing(lost, repo, branch, base.removeprefix("refs/heads/")))
+
+
+def _exported(repo: Path, commit: str) -> bytes:
+    """The bytes an export without ``--author`` writes for ``commit`` of ``repo``."""
+    return format_one(repo, commit).encode(errors=ENCODING_ERRORS)
+
+
+def _drops_only(old: Path, new: Path, repo: Path, base: str, lacks: tuple[str, ...]) -> bool:
+    """Whether the patch ``new`` is ``old`` less its hunks for files ``base`` of ``repo`` lacks, and nothing else:
+    what ``--drop-missing`` allows an export to drop (compared as the drift check compares)."""
+    try:
+        lost = [p for p in parse_patch(old).touched_existing if p.startswith(lacks) and not has_path(repo, p, base)]
+    except (SeriesError, OSError):
+        return False
+    texts = [path.read_text(errors=ENCODING_ERRORS) for path in (old, new)]
+    return bool(lost) and _comparable(texts[0], lost) == _comparable(texts[1], [])
+
+
+def _losing(lost: list[Unexported], repo: Path, branch: str, base_label: str) -> str:
+    """The refusal of an export that would remove or overwrite files of ``lost``, naming the first and its remedies
+    (each runs as written): put a patch of the person's on the branch, or keep a copy of the file."""
+    first, label = lost[0], branch.removeprefix("refs/heads/")
+    others = [u.path.name for u in lost[1:]]
+    more = f" (and {len(others)} more: {', '.join(others[:3])}{', ...' if len(others) > 3 else ''})" if others else ""
+    keep = f"keep a copy of it ({shell('cp', first.path, kept_path(first.path))}) and export again"
+    if first.on_branch:
+        why = f"its change is commit {first.on_branch[:12]} of {label}, whose patch differs from it (edited by hand?)"
+        remedy = f"to keep your edits, make them on {label} first (git rebase -i {base_label}), or {keep}"
+    else:
+        why = "a patch of yours?"
+        checked_out = git("symbolic-ref", "--quiet", "HEAD", cwd=repo, check=False).stdout.strip() == branch
+        am = f" ({shell('git', '-C', repo, 'am', '--3way', first.path)})" if checked_out else " (git am)"
+        remedy = f"put it on {label}{am} and export again, or {keep}"
+    return (
+        f"export would {'overwrite' if first.overwritten else 'remove'} {first.path}{more}, which series lists but "
+        f"which neither an export of branch {label} of {repo} wrote nor git holds: {why}; {remedy}; nothing was written"
+    )
 
 
 def format_one(repo: Path, commit: str) -> str:

@@ -95,8 +95,9 @@ def forward_series(
         if not any(r.status == "forwarded" for r in results):
             raise SeriesError(f"no patch of the series is left to forward onto {target.commit[:12]}")
         export_series(
-            scratch, out_dir, branch="forward", base="forward-base", author=author, refuse_placeholder_authors=True
-        )
+            scratch, out_dir, branch="forward", base="forward-base", author=author, refuse_placeholder_authors=True,
+            replace_unexported=True,
+        )  # fmt: skip
     return results
 
 

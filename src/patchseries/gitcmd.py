@@ -170,6 +170,22 @@ def _short(args: Sequence[str | Path]) -> str:
     return " ".join(words[:3])
 
 
+def patch_ids(repo: Path, *revisions: str, paths: Sequence[str] = (), check: bool = True) -> list[tuple[str, str]]:
+    """``(patch id, commit)`` of each non-merge commit ``git log`` lists for ``revisions``, its diff limited to
+    ``paths`` if given (``git patch-id --stable``); with ``check`` false, none where git cannot list them."""
+    log = git("log", "-p", "--no-merges", *revisions, "--", *paths, cwd=repo, check=check)
+    if log.returncode != 0:
+        return []
+    ids = git("patch-id", "--stable", stdin=log.stdout).stdout
+    return [(line.split()[0], line.split()[1]) for line in ids.splitlines() if len(line.split()) == 2]
+
+
+def patch_id_of_file(path: Path) -> str:
+    """The ``git patch-id --stable`` of a patch file ("" for a file without a diff)."""
+    ids = git("patch-id", "--stable", stdin=path.read_bytes().decode(errors=ENCODING_ERRORS)).stdout.split()
+    return ids[0] if ids else ""
+
+
 def git_path(repo: Path, name: str) -> Path:
     """The absolute path of ``name`` inside the repository's git directory (``.git/<name>``)."""
     path = Path(out("rev-parse", "--git-path", name, cwd=repo))

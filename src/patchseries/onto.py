@@ -21,7 +21,7 @@ from pathlib import Path
 
 from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out
+from patchseries.gitcmd import TOOL_IDENTITY, git, out, patch_id_of_file, patch_ids
 from patchseries.series import Patch, keep_cr
 
 _CHANGELOGS = "--exclude=*CHANGELOG.md"
@@ -51,7 +51,7 @@ def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch]) -> li
 
 def already_upstream(repo: Path, patch: Patch, upstream_ids: dict[str, str]) -> str:
     """Why ``repo``'s checked-out tree already has ``patch``'s changes, or ``""`` if it does not."""
-    patch_id = _patch_id_of_file(patch.path)
+    patch_id = patch_id_of_file(patch.path)
     if patch_id in upstream_ids:
         return f"same patch id as {upstream_ids[patch_id][:12]}"
     code_changes = [c for c in patch.changes if not c.path.endswith("CHANGELOG.md")]
@@ -81,16 +81,7 @@ def upstream_patch_ids(repo: Path, since: str, ref: str, paths: Sequence[str] = 
     """
     if git("rev-parse", "--verify", "--quiet", since, cwd=repo, check=False).returncode != 0:
         return {}
-    log = git("log", "-p", "--no-merges", f"{since}..{ref}", "--", *paths, cwd=repo).stdout
-    ids = subprocess.run(
-        ["git", "patch-id", "--stable"], input=log, capture_output=True, text=True, errors=ENCODING_ERRORS, check=True
-    )
-    return {line.split()[0]: line.split()[1] for line in ids.stdout.splitlines() if line.strip()}
-
-
-def _patch_id_of_file(path: Path) -> str:
-    proc = subprocess.run(["git", "patch-id", "--stable"], input=path.read_bytes(), capture_output=True, check=True)
-    return proc.stdout.decode().split()[0] if proc.stdout.strip() else ""
+    return dict(patch_ids(repo, f"{since}..{ref}", paths=paths))
 
 
 def _last_line(proc: subprocess.CompletedProcess[str]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import shutil
@@ -46,6 +47,11 @@ class Workspace:
         """The command line of a remedy: ``python -m patchseries ARGS`` with the run's own --patches and --workdir, so
         that it acts on the same series and work directory, run exactly as written."""
         return f"python -m patchseries {shell(*args, *self.options)}"
+
+    def command_on(self, patches: str | Path, *args: str | Path) -> str:
+        """:meth:`command` on another series folder: ``--patches patches`` and this run's own --workdir."""
+        workdir = ("--workdir", self.workdir) if "--workdir" in self.options else ()
+        return f"python -m patchseries {shell(*args, '--patches', patches, *workdir)}"
 
     @classmethod
     def default(cls, patches: Path | None = None, workdir: Path | None = None) -> Workspace:
@@ -117,8 +123,12 @@ def shell(*words: str | Path) -> str:
 
 
 def kept_path(path: Path) -> Path:
-    """Where a refusal tells a person to move their folder that is in the tool's way: ``<path>.mine``."""
-    return path.with_name(path.name + ".mine")
+    """Where a refusal tells a person to move their folder that is in the tool's way: ``<path>.mine``, else
+    ``<path>.mine-2``, ``-3``, ...: the first name free now. ``mv`` to a folder that exists moves into it (fifth
+    hostile pass: a second refusal's ``mv`` nested the tree in the first one's ``.mine``, whose export then read the
+    old tree)."""
+    names = (path.with_name(f"{path.name}.mine{'' if n == 1 else f'-{n}'}") for n in itertools.count(1))
+    return next(kept for kept in names if not (kept.exists() or kept.is_symlink()))
 
 
 def partial_path(final: Path) -> Path:

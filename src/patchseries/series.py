@@ -19,6 +19,7 @@ _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 3
 _SUBJECT = re.compile(r"^Subject: (?:\[[^\]]*\] )?(.*)$")
 _TRAILER = re.compile(r"^([A-Z][A-Za-z-]+): (.+)$")
 _MESSAGE_START = re.compile(r"(?m)^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")  # git format-patch's first line
+FROM_HEADER = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)  # with its continuation lines
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,18 @@ def parse_patch(path: Path) -> Patch:
         reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
         raise SeriesError(f"{path.name} is malformed: {reason}")
     return Patch(path=path, subject=subject, changes=tuple(changes), trailers=tuple(_trailers(lines)))
+
+
+def author_header(text: str) -> re.Match[str] | None:
+    """The ``From:`` header of a patch file's text (its mail headers only: a ``From:`` line of its message is not)."""
+    return FROM_HEADER.search(text.split("\n\n", 1)[0])
+
+
+def without_author(patch: bytes) -> bytes:
+    """A patch file's bytes less its ``From:`` header, which an export's ``--author`` sets: the rest is the commit's."""
+    text = patch.decode(errors="surrogateescape")
+    found = author_header(text)
+    return patch if found is None else (text[: found.start()] + text[found.end() :]).encode(errors="surrogateescape")
 
 
 def has_crlf(patch: Path) -> bool:

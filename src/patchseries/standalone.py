@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from patchseries.errors import SeriesError
 from patchseries.pin import Pin
-from patchseries.series import Patch, diff_paths, file_sections, section_path
+from patchseries.series import Patch, diff_paths, file_sections, fingerprint, section_path
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,7 +31,7 @@ _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ROOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _PACKAGE_KEYS = ("subpackage", "url", "sha256", "root", "ships")
-_WHEELS_KEYS = ("series_version",)
+_WHEELS_KEYS = ("series_version", "fingerprint")
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,33 @@ class WheelPin:
     pin: Pin
     series_version: int
     standalones: tuple[Standalone, ...]
+    recorded: str = ""  # [wheels] fingerprint: the fingerprint of the series released as series_version
+    series: str = ""  # the fingerprint of the series this run builds (:meth:`for_series`)
+
+    def for_series(self, patches: list[Patch]) -> WheelPin:
+        """This pin for building ``patches``: their fingerprint decides the local version (:attr:`local_version`)."""
+        return replace(self, series=fingerprint(patches))
+
+    @property
+    def released(self) -> str:
+        """The local version of the series recorded for ``series_version``: 2.6.6+series.6."""
+        return f"{self.pin.version}+series.{self.series_version}"
+
+    @property
+    def is_released(self) -> bool:
+        """Whether the series built is the one recorded for ``series_version`` (``[wheels] fingerprint``)."""
+        return self.series == self.recorded
 
     @property
     def local_version(self) -> str:
-        """The PEP 440 version of every wheel: the release, with the series as its local label (2.6.6+series.6)."""
-        return f"{self.pin.version}+series.{self.series_version}"
+        """The PEP 440 version of every wheel: the release, with the series as its local label (2.6.6+series.6).
+
+        A series other than the recorded one gets its fingerprint's start too (2.6.6+series.6.dev0123456789ab): a
+        changed series never carries the version of the released one, so that pip never takes one for the other.
+        """
+        if not self.series or self.is_released:
+            return self.released
+        return f"{self.released}.dev{self.series[:12]}"
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -233,6 +255,9 @@ def _wheel_pin(wheels: dict[str, Any], pin: Pin) -> WheelPin:
     version = wheels.get("series_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ValueError(f"[wheels] series_version is not a positive integer (such as 6): {version!r}")
+    recorded = wheels.get("fingerprint", "")
+    if not isinstance(recorded, str) or (recorded and not _SHA256.fullmatch(recorded)):
+        raise ValueError(f"[wheels] fingerprint is not the series' fingerprint (64 hexadecimal digits): {recorded!r}")
     standalones = tuple(_standalone(name, table) for name, table in tables.items())
     subpackages = [s.subpackage for s in standalones]
     if len(set(subpackages)) != len(subpackages):
@@ -245,7 +270,7 @@ def _wheel_pin(wheels: dict[str, Any], pin: Pin) -> WheelPin:
             raise ValueError(
                 f"[wheels.{standalone.name}] ships {missing[0]!r}, which no [wheels.*] table names as its subpackage"
             )
-    return WheelPin(pin, version, standalones)
+    return WheelPin(pin, version, standalones, recorded.lower())
 
 
 def _standalone(name: str, table: dict[str, Any]) -> Standalone:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -215,13 +215,15 @@ def _digest(path: Path) -> str:
         return "unreadable"
 
 
-def refuse_unless_built(tree: Path, why: str, export: str = "") -> None:
-    """Stop, naming ``tree`` and ``why`` it is not the tool's to reuse or replace; ``export``: the command that exports
-    the tree moved away to :func:`patchseries.paths.kept_path` (the run's own options), when it may hold commits."""
-    then = f", and export your commits from there ({export})" if export else ""
+def refuse_unless_built(tree: Path, why: str, export: Callable[[Path], str] | None = None) -> None:
+    """Stop, naming ``tree`` and ``why`` it is not the tool's to reuse or replace, and where to move it
+    (:func:`patchseries.paths.kept_path`, a free name); ``export``: what to do with the commits of the tree moved
+    there (its commands with the run's own options), when it may hold commits."""
+    kept = kept_path(tree)  # once: the export must read the folder the move makes
+    then = f", and {export(kept)}" if export is not None else ""
     raise SeriesError(
         f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it away "
-        f"({shell('mv', tree, kept_path(tree))}){then}, and re-run; nothing was changed"
+        f"({shell('mv', tree, kept)}){then}, and re-run; nothing was changed"
     )
 
 

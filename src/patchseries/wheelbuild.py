@@ -9,9 +9,10 @@ imports (:mod:`patchseries.standalone`), and the result compared with the tree's
 (:data:`RECORD_NAME`), which the build copies into the wheel's ``.dist-info``. The package's own build backend then
 builds it (``uv build --wheel``: its ``pyproject.toml``'s setuptools, in an isolated environment).
 
-Everything is built and checked in a scratch folder of the work directory first; only then is each wheel copied
-beside its place in ``dist/`` and renamed into it. A refusal or a failed build writes nothing to ``dist/``, and an
-interrupt leaves no partial wheel there.
+Everything is built and checked in a scratch folder of the work directory first; only then do the wheels go into
+``dist/``, all of them or none (:mod:`patchseries.wheeldist`, which also refuses, before any build, anything of a
+person's at a wheel's name). A refusal or a failed build writes nothing to ``dist/``, and an interrupt leaves no
+partial wheel there.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,16 +34,19 @@ from patchseries.environment import find_uv
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
 from patchseries.interrupts import stage
-from patchseries.paths import Workspace, partial_path
+from patchseries.paths import Workspace
 from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, fingerprint
 from patchseries.standalone import MappedPatch, PackageMapping, WheelPin, map_patch
 from patchseries.trees import BASE_REF
+from patchseries.wheeldist import PROJECT, RECORD_NAME, check_targets, move_into, wheel_prefix
 
-RECORD_NAME = "patch-series.json"  # in each wheel's .dist-info: importlib.metadata reads it without importing torch
-PROJECT = "lightning-compile-series"
 SERIES_REF = "refs/heads/series"
+# the installer's own summary of a failed build, after the backend's output (uv, then pip's)
+_INSTALLER_SUMMARY = ("error: Failed to build", "note: This error originates from a subprocess")
+# the last line of a traceback: the exception's class (dotted, capitalized, not an all-caps WARNING:) and message
+_RAISED = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*[a-z]\w*: ")
 
 
 @dataclass(frozen=True)
@@ -63,19 +67,11 @@ class BuiltWheel:
     patches: tuple[str, ...]  # the series' patches with a change in this package
 
 
-def default_dist(ws: Workspace) -> Path:
-    """``dist/`` of the project (beside ``patches/``)."""
-    return (ws.project or ws.patches.parent) / "dist"
-
-
-def wheel_prefix(package: str, local_version: str) -> str:
-    """How a wheel of ``package`` at ``local_version`` is named, up to its tags."""
-    return f"{package}-{local_version}-"
-
-
 def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log) -> list[BuiltWheel]:
     """Build every package's wheel (see the module docstring) and move them into ``dist``; what was moved there."""
     pin = wheel_pin.pin
+    # what is in dist/ at the wheels' names first: a person's is refused before anything is downloaded or built
+    check_targets(dist, [wheel_prefix(package, wheel_pin.local_version) for package in wheel_pin.packages])
     # every patch mapped onto every standalone package first: one without a counterpart is refused before a download
     mapped = {s.name: [map_patch(p, wheel_pin.mapping(s.name), pin.sdist_lacks) for p in patches] for s in
               wheel_pin.standalones}  # fmt: skip
@@ -83,6 +79,9 @@ def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist:
     ws.workdir.mkdir(parents=True, exist_ok=True)
     tree, _ = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)
     changed = out("diff", "--name-only", "--no-renames", BASE_REF, SERIES_REF, cwd=tree.path).splitlines()
+    # a file the series deletes (or renames away) is one the wheel must not have
+    deleted = set(out("diff", "--name-only", "--no-renames", "--diff-filter=D", BASE_REF, SERIES_REF,
+                      cwd=tree.path).splitlines())  # fmt: skip
     with tempfile.TemporaryDirectory(dir=ws.workdir, prefix="tmp-wheels-") as scratch:
         built: list[tuple[BuiltWheel, Path]] = []
         for source in sources:
@@ -90,19 +89,21 @@ def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist:
             tree_dir = _unpack(source, work / "sdist")
             mapping = wheel_pin.mapping(source.package)
             if source.package == pin.name:
-                in_package = _apply_tree_diff(tree.path, tree_dir)
+                _apply_tree_diff(tree.path, tree_dir)
+                in_package = [patch.name for patch in patches if _in_unified(patch, pin)]
             else:
                 in_package = _apply_mapped(source, mapped[source.package], tree_dir, log)
-                _compare_with_tree(tree.path, changed, mapping, tree_dir)
+                _compare_with_tree(tree.path, changed, deleted, mapping, tree_dir)
+            # one list for the record, the log and the summary: they never disagree on what is in the wheel
             record = _record(wheel_pin, source, patches, in_package)
             _stamp(tree_dir, source, wheel_pin.local_version, record)
             log(f"building the {source.package} wheel ({len(in_package)} of {len(patches)} patches in it)")
             wheel = _build(tree_dir, work / "out", source.package, pin)
-            in_wheel = [target for path in changed if (target := mapping.path(path))]
+            in_wheel = {target: path in deleted for path in changed if (target := mapping.path(path))}
             _verify(wheel, source, wheel_pin.local_version, record, tree_dir, in_wheel)
             built.append((BuiltWheel(source.package, dist / wheel.name, tuple(in_package)), wheel))
         stage("wheels-built")
-        _move_into(dist, [wheel for _, wheel in built])
+        move_into(dist, [wheel for _, wheel in built])
     return [wheel for wheel, _ in built]
 
 
@@ -143,11 +144,10 @@ def _apply(patch_text: str, tree_dir: Path, what: str) -> None:
         raise SeriesError(f"{what}: {'; '.join(causes) or proc.stderr.strip() or 'git apply failed'}")
 
 
-def _apply_tree_diff(tree: Path, tree_dir: Path) -> list[str]:
+def _apply_tree_diff(tree: Path, tree_dir: Path) -> None:
     diff = git("diff", "--binary", "--no-renames", "--full-index", BASE_REF, SERIES_REF, cwd=tree).stdout
     if diff:
         _apply(diff, tree_dir, f"the series of {tree} does not apply to the unpacked sdist")
-    return out("log", "--format=%s", f"{BASE_REF}..{SERIES_REF}", cwd=tree).splitlines()  # one per applied patch
 
 
 def _apply_mapped(source: Source, mapped: list[MappedPatch], tree_dir: Path, log: Log) -> list[str]:
@@ -162,13 +162,16 @@ def _apply_mapped(source: Source, mapped: list[MappedPatch], tree_dir: Path, log
     return applied
 
 
-def _compare_with_tree(tree: Path, changed: list[str], mapping: PackageMapping, tree_dir: Path) -> None:
-    """Every file the series changes in the package equals the tree's, mapped as upstream's mirror does."""
+def _compare_with_tree(
+    tree: Path, changed: list[str], deleted: set[str], mapping: PackageMapping, tree_dir: Path
+) -> None:
+    """Every file the series changes in the package equals the tree's, mapped as upstream's mirror does; every file
+    it deletes is gone."""
     for path in changed:
         target = mapping.path(path)
         if target is None:
             continue
-        expected = mapping.text(path, git("show", f"{SERIES_REF}:{path}", cwd=tree).stdout)
+        expected = None if path in deleted else mapping.text(path, git("show", f"{SERIES_REF}:{path}", cwd=tree).stdout)
         actual = (tree_dir / target).read_text(errors="surrogateescape") if (tree_dir / target).is_file() else None
         if actual != expected:
             raise SeriesError(
@@ -182,8 +185,7 @@ def _record(wheel_pin: WheelPin, source: Source, patches: list[Patch], in_packag
     entries = []
     for patch in patches:
         status = dict(patch.trailers).get("Upstream-Status", "")
-        present = patch.name in in_package if source.package != pin.name else _in_unified(patch, pin)
-        entries.append({"name": patch.name, "upstream_status": status, "in_this_package": present})
+        entries.append({"name": patch.name, "upstream_status": status, "in_this_package": patch.name in in_package})
     record = {
         "project": PROJECT,
         "package": source.package,
@@ -222,20 +224,34 @@ def _build(tree_dir: Path, out_dir: Path, package: str, pin: Pin) -> Path:
         command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(out_dir), str(tree_dir)]
     epoch = int(dt.datetime.combine(dt.date.fromisoformat(pin.release_date), dt.time(), dt.timezone.utc).timestamp())
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}  # the wheel's file dates: the release's
-    proc = subprocess.run(command, cwd=tree_dir, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(command, cwd=tree_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, check=False)  # fmt: skip
     wheels = sorted(out_dir.glob("*.whl")) if out_dir.is_dir() else []
     if proc.returncode != 0 or len(wheels) != 1:
-        lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
-        causes = [line for line in lines if "error" in line.lower()] or lines[-1:]
         raise SeriesError(
             f"building the {package} wheel failed ({Path(command[0]).name} exit status {proc.returncode}): "
-            f"{causes[-1] if causes else 'no output'}; nothing was written to dist/"
+            f"{build_cause(proc.stdout)}; nothing was written to dist/"
         )
     return wheels[0]
 
 
-def _verify(wheel: Path, source: Source, local_version: str, record: str, tree_dir: Path, changed: list[str]) -> None:
-    """The wheel is the one asked for: its name and version, its record, and every file the series changed as built."""
+def build_cause(output: str) -> str:
+    """The build backend's last error line in a failed build's output (``OSError: [Errno 27] File too large``), not
+    the installer's summary after it (uv: ``Call to `backend.build_wheel` failed``), which names no cause."""
+    lines = [line.strip(" ╰─▶×│") for line in output.splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("hint:", "[notice]"))]
+    summary = next((i for i, line in enumerate(lines) if line.startswith(_INSTALLER_SUMMARY)), len(lines))
+    backend = lines[:summary] or lines
+    raised = [line for line in backend if _RAISED.match(line)]
+    errors = [line for line in backend if "error" in line.lower()]
+    return (raised or errors or backend or ["no output"])[-1]
+
+
+def _verify(
+    wheel: Path, source: Source, local_version: str, record: str, tree_dir: Path, changed: dict[str, bool]
+) -> None:
+    """The wheel is the one asked for: its name and version, its record, and every file the series changed as built
+    (``changed``: each path the series changes in the package, and whether the series deletes it)."""
     package = source.package
     problem = ""
     if not wheel.name.startswith(wheel_prefix(package, local_version)):
@@ -252,28 +268,14 @@ def _verify(wheel: Path, source: Source, local_version: str, record: str, tree_d
         version_info = f"{package}/version.info"
         if not problem and version_info in names and archive.read(version_info).decode().strip() != local_version:
             problem = f"its {version_info} is not {local_version}"
-        for path in changed:
+        for path, gone in changed.items():
             member = path.removeprefix("src/")
             if problem:
                 break
-            if member not in names or archive.read(member) != (tree_dir / path).read_bytes():
+            if gone and member in names:
+                problem = f"it has {member}, which the series deletes"
+            elif not gone and (member not in names or archive.read(member) != (tree_dir / path).read_bytes()):
                 problem = f"its {member} is not the patched file"
     if problem:
         raise SeriesError(f"the {package} wheel the build made is not the series' ({problem}); nothing was written to "
                           "dist/")  # fmt: skip
-
-
-def _move_into(dist: Path, wheels: list[Path]) -> None:
-    """Copy each finished wheel beside its place in ``dist``, then rename it in: never a partial wheel in ``dist``."""
-    dist.mkdir(parents=True, exist_ok=True)
-    for wheel in wheels:
-        target = dist / wheel.name
-        partial = partial_path(target)
-        try:
-            partial.unlink(missing_ok=True)  # a SIGKILLed run's; never written through a link
-            shutil.copyfile(wheel, partial)
-            stage("wheel-copied")
-            os.replace(partial, target)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise

@@ -6,21 +6,25 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from patchseries.environment import DEFAULT_TORCH, torch_index, torch_release
+from patchseries.environment import DEFAULT_TORCH, known_torch, parse_torch_version, torch_index
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
 from patchseries.series import Patch, read_series
 from patchseries.standalone import WheelPin, load_wheel_pin
+from patchseries.wheeldist import check_dist, default_dist
+from patchseries.wheels import check_python, running_python
 
 COMMANDS = ("wheels", "test-wheels")
 WHEELS_DESCRIPTION = """\
 Build the release series into wheels of lightning, pytorch_lightning and lightning_fabric, in dist/: each from its
 pinned sdist (sha256 checked), the series applied (for a standalone package, mapped onto its paths and imports as
 Lightning's own build mirrors them), built by the package's own build backend, with the local version
-<release>+series.<series_version> and the series' record (patch-series.json) in its .dist-info. Nothing is written
-to dist/ unless every wheel was built and checked; a tree that is not exactly the series is refused.
+<release>+series.<series_version> (a series other than the one base.toml's [wheels] fingerprint records:
+<release>+series.<series_version>.dev<its fingerprint>) and the series' record (patch-series.json) in its
+.dist-info. dist/ gets every wheel in one step or none, and anything of yours at a wheel's name is refused before
+any build; a tree that is not exactly the series is refused.
 """
 TEST_DESCRIPTION = """\
 Install the wheels of dist/ into a fresh environment with a torch release (with uv or pip, not editable), check
@@ -59,9 +63,13 @@ def validate(args: argparse.Namespace, ws: Workspace) -> None:
     if args.command not in COMMANDS:
         return
     wheel_pin = load_wheel_pin(ws.pin_file, load_pin(ws.pin_file))
+    check_dist(_dist(args, ws), ws, writes=args.command == "wheels")
     if args.command == "test-wheels":
         torch_index()
-        args.torch = list(dict.fromkeys(torch_release(v) for v in (args.torch or [DEFAULT_TORCH])))
+        # as `test` and `matrix` take --torch: a release this tool knows, that has a wheel for this Python
+        args.torch = list(dict.fromkeys(known_torch(v) for v in (args.torch or [DEFAULT_TORCH])))
+        for version in args.torch:
+            check_python(version, parse_torch_version(version), running_python())
         default = [wheel_pin.pin.name, *(s.name for s in wheel_pin.standalones if s.subpackage == "pytorch")]
         args.package = list(dict.fromkeys(args.package or default))
         unknown = [p for p in args.package if p not in wheel_pin.packages]
@@ -70,14 +78,19 @@ def validate(args: argparse.Namespace, ws: Workspace) -> None:
 
 
 def _dist(args: argparse.Namespace, ws: Workspace) -> Path:
-    from patchseries.wheelbuild import default_dist
-
     return (args.dist or default_dist(ws)).resolve()
 
 
 def _load(ws: Workspace) -> tuple[WheelPin, list[Patch]]:
+    """The wheel pin for the series of ``patches/`` (whose fingerprint decides the wheels' local version)."""
     pin = load_pin(ws.pin_file)
-    return load_wheel_pin(ws.pin_file, pin), read_series(ws.series_file)
+    patches = read_series(ws.series_file)
+    return load_wheel_pin(ws.pin_file, pin).for_series(patches), patches
+
+
+def _rebuild(args: argparse.Namespace, ws: Workspace) -> str:
+    """The command that builds the wheels where this run looks for them: its own --dist, --patches and --workdir."""
+    return ws.command("wheels", *(("--dist", _dist(args, ws)) if args.dist else ()))
 
 
 def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
@@ -89,6 +102,10 @@ def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
           f"{wheel_pin.series_version}, {len(patches)} patches):")  # fmt: skip
     for wheel in built:
         print(f"  {wheel.path}  ({len(wheel.patches)} patches in it)")
+    if not wheel_pin.is_released:
+        print(f"note: the series is not the one recorded for series v{wheel_pin.series_version} ([wheels] fingerprint "
+              f"of {ws.pin_file}), so its wheels are {wheel_pin.local_version}, not {wheel_pin.released}; to release "
+              f'it, raise series_version there and set fingerprint = "{wheel_pin.series}"')  # fmt: skip
     return 0
 
 
@@ -102,7 +119,7 @@ def cmd_test_wheels(args: argparse.Namespace, ws: Workspace) -> int:
     for torch in args.torch:
         for package in args.package:
             result = run_wheel_test(
-                ws, wheel_pin, patches, package, torch, dist, log, installer=args.installer,
+                ws, wheel_pin, patches, package, torch, dist, log, _rebuild(args, ws), installer=args.installer,
                 pytest_args=tuple(args.pytest_args),
             )  # fmt: skip
             print(summary(result, wheel_pin.local_version), flush=True)

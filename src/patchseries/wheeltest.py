@@ -49,7 +49,8 @@ from patchseries.series import Patch, file_sections, fingerprint, section_path
 from patchseries.standalone import PackageMapping, WheelPin, replace_imports
 from patchseries.testrun import TestOutcome, run_tests
 from patchseries.trees import BASE_REF
-from patchseries.wheelbuild import RECORD_NAME, SERIES_REF, wheel_prefix
+from patchseries.wheelbuild import SERIES_REF
+from patchseries.wheeldist import RECORD_NAME, wheel_prefix
 from patchseries.wheels import check_python, running_python
 
 MIN_LINE = 12  # characters of a looked-up line: shorter ones (``return x``) are in many files
@@ -95,13 +96,11 @@ class WheelResult:
         return 0 if self.ok else 1
 
 
-def find_wheel(dist: Path, package: str, local_version: str) -> Path:
+def find_wheel(dist: Path, package: str, local_version: str, rebuild: str) -> Path:
+    """The wheel of ``package`` in ``dist``; ``rebuild``: the command that builds it there (the run's own options)."""
     found = sorted(dist.glob(f"{wheel_prefix(package, local_version)}*.whl")) if dist.is_dir() else []
     if not found:
-        raise SeriesError(
-            f"there is no {package} {local_version} wheel in {dist}; build the wheels first (python -m patchseries "
-            "wheels, or scripts/build_wheels.sh)"
-        )
+        raise SeriesError(f"there is no {package} {local_version} wheel in {dist}; build the wheels first ({rebuild})")
     return found[-1]
 
 
@@ -191,21 +190,25 @@ def run_wheel_test(
     torch: str,
     dist: Path,
     log: Log,
+    rebuild: str,
     installer: str = "auto",
     pytest_args: tuple[str, ...] = (),
 ) -> WheelResult:
-    """Install ``package``'s wheel from ``dist`` with ``torch`` into a fresh environment and test it (module doc)."""
+    """Install ``package``'s wheel from ``dist`` with ``torch`` into a fresh environment and test it (module doc).
+
+    ``rebuild``: the command that builds the wheels into ``dist``, with the run's own options (a refusal's remedy).
+    """
     pin = wheel_pin.pin
     check_python(torch, parse_torch_version(torch), running_python())
-    wheel = find_wheel(dist, package, wheel_pin.local_version)
+    wheel = find_wheel(dist, package, wheel_pin.local_version, rebuild)
     wanted = fingerprint(patches)
     built_from = _wheel_record(wheel).get("series", {}).get("fingerprint")
     if built_from != wanted:
         raise SeriesError(
             f"{wheel} was built from another series (fingerprint {str(built_from)[:12]}, patches/ is {wanted[:12]}); "
-            "build the wheels again (python -m patchseries wheels)"
+            f"build the wheels again ({rebuild})"
         )
-    wheels = [wheel, *_required_wheels(wheel, wheel_pin, dist)]
+    wheels = [wheel, *_required_wheels(wheel, wheel_pin, dist, rebuild)]
     ws.workdir.mkdir(parents=True, exist_ok=True)
     tree, _ = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)
     mapping = wheel_pin.mapping(package)
@@ -310,14 +313,14 @@ def _normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def _required_wheels(wheel: Path, wheel_pin: WheelPin, dist: Path) -> list[Path]:
+def _required_wheels(wheel: Path, wheel_pin: WheelPin, dist: Path, rebuild: str) -> list[Path]:
     """The wheels of ``dist`` that ``wheel`` requires (our ``pytorch_lightning`` for ``lightning``), not PyPI's."""
     with zipfile.ZipFile(wheel) as archive:
         metadata = next((archive.read(n).decode() for n in archive.namelist() if n.endswith(".dist-info/METADATA")), "")
     required = {_normalized(name) for name in _REQUIRES.findall(metadata)}
     itself = _normalized(_dist_name(wheel))
     ours = [p for p in wheel_pin.packages if _normalized(p) in required and _normalized(p) != itself]
-    return [find_wheel(dist, package, wheel_pin.local_version) for package in ours]
+    return [find_wheel(dist, package, wheel_pin.local_version, rebuild) for package in ours]
 
 
 def _fresh_environment(ws: Workspace, package: str, torch: str, wheels: list[Path], log: Log, installer: str) -> Path:

@@ -1,0 +1,96 @@
+"""Which patch files of a series folder an export may remove or overwrite: those whose bytes show nothing is lost.
+
+A file's name says nothing of who made it: a person lists a patch of their own, ``0015-my-own.patch``, in ``series``
+(fifth hostile pass: an export deleted it silently). So an export replaces a file only when its bytes are
+
+1. what this export writes anyway, under any name;
+2. its committed version in the project's git (``HEAD`` or the index), which git keeps; or
+3. what an export of a commit of the exported repository writes, a commit of its branch or of its reflogs: an earlier
+   export of a commit since reworded or amended, which that repository keeps; or
+4. those of another file of the folder that the export leaves as it is: a copy the person kept (``cp F F.mine``, the
+   refusal's remedy).
+
+Anything else may be a person's, and the export is refused, naming it. The ``From:`` header aside in 1 and 3: the
+author is what an export's ``--author`` sets, the rest of a patch is its commit's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchseries.gitcmd import ENCODING_ERRORS, git, out, patch_id_of_file, patch_ids
+from patchseries.series import diff_paths, without_author
+
+
+@dataclass(frozen=True)
+class Unexported:
+    """A file of the series folder that an export would remove or overwrite, and that no export can be shown to have
+    written."""
+
+    path: Path
+    overwritten: bool  # the export writes a file of that name (else it would remove the file)
+    on_branch: str  # the commit of the exported branch that makes the same change (same patch id), or ""
+
+
+def unexported(
+    folder: Path,
+    listed: Sequence[str],
+    written: Sequence[Path],
+    repo: Path,
+    base: str,
+    branch: str,
+    formatted: Callable[[str], bytes],
+) -> list[Unexported]:
+    """The files ``listed`` in ``folder`` that an export writing ``written`` (its staged patches) would remove or
+    overwrite with other bytes, and whose bytes none of the rules of this module shows to be an export's.
+
+    ``formatted``: what the export writes for a commit of ``repo``; ``base``..``branch``: the commits it exports.
+    """
+    produced = {path.name: without_author(path.read_bytes()) for path in written}
+    kept = [path for path in folder.iterdir() if path.name not in {*listed, *produced} and path.is_file()]
+    found = []
+    for name in listed:
+        path = folder / name
+        if not path.is_file():
+            continue  # nothing there to lose
+        data = path.read_bytes()
+        if without_author(data) in produced.values() or _committed(path) or _copied(data, kept):
+            continue
+        same_change = _same_change(repo, path, base, branch)
+        if any(without_author(formatted(commit)) == without_author(data) for commit in same_change):
+            continue
+        on_branch = out("rev-list", f"{base}..{branch}", cwd=repo).split()
+        found.append(Unexported(path, name in produced, next((c for c in same_change if c in on_branch), "")))
+    return found
+
+
+def _copied(data: bytes, kept: list[Path]) -> bool:
+    """Whether one of the files ``kept`` holds ``data``."""
+    return any(path.stat().st_size == len(data) and path.read_bytes() == data for path in kept)
+
+
+def _committed(path: Path) -> bool:
+    """Whether git keeps ``path``'s bytes: its version in ``HEAD`` or in the index of the repository around it."""
+    top = next((folder for folder in path.parents if (folder / ".git").exists()), None)
+    if top is None:
+        return False
+    relative = path.relative_to(top).as_posix()
+    blob = git("hash-object", "--no-filters", "--", path, cwd=top, check=False).stdout.strip()
+    for version in (f"HEAD:{relative}", f":{relative}"):  # committed, or staged
+        if blob and git("rev-parse", "--verify", "--quiet", version, cwd=top, check=False).stdout.strip() == blob:
+            return True
+    return False
+
+
+def _same_change(repo: Path, patch: Path, base: str, branch: str) -> list[str]:
+    """The commits of ``repo`` that make the change of the patch file ``patch`` (the same patch id), of ``branch`` or
+    of any reflog (a commit since reworded, amended or rebased away), on top of ``base``."""
+    wanted = patch_id_of_file(patch)
+    if not wanted:
+        return []
+    lines = patch.read_bytes().decode(errors=ENCODING_ERRORS).splitlines()
+    paths = sorted({path for line in lines if (pair := diff_paths(line)) for path in pair})
+    ids = patch_ids(repo, "--reflog", branch, "--not", base, paths=paths, check=False)
+    return [commit for patch_id, commit in ids if patch_id == wanted]
