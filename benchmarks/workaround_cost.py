@@ -3,8 +3,8 @@
 ``0014`` acts only while compiling, before torch 2.12: on torch 2.2 to 2.4 the first toggle marks the submodules to be
 traced with guards (warm-up), on 2.5 to 2.11 every toggle and untoggle after the first compile touches the
 ``_parameters`` dicts of the modules it flips (every step). Each torch (one ``--python`` each) and size is measured on
-two GANs, with the series as it is and with the series up to the patch before ``0014`` (the tree's ``series~1``,
-exported with ``git archive``; the tree is only read), the pair back to back in each round:
+two GANs, with the series up to ``0014`` and up to the patch before it (exported with ``git archive``; the tree is only
+read; the patches after ``0014`` are in neither), the pair back to back in each round:
 
 - the GAN of ``compile_cost.py`` (generator's phase first, each phase's loss in a method of its own) compiled as a
   whole, ``torch.compile(model)``: trains like eager without ``0014``, which only costs here;
@@ -51,17 +51,29 @@ WITH, WITHOUT = "with", "without"
 Cells = dict[tuple[str, int, str], dict[str, list[dict[str, Any]]]]  # {(python, size, gan): {side: results}}
 
 
-def tree_without_workaround(tree: Path, scratch: Path) -> Path:
-    """The tree's ``src`` at ``series~1`` in ``scratch``; refused unless the series' last patch is ``0014``'s."""
+WORKAROUND = "Work around pytorch#139476"  # the start of 0014's subject
+
+
+def sources_around_workaround(tree: Path, scratch: Path) -> dict[str, Path]:
+    """The tree's ``src`` with ``0014`` and just before it, in ``scratch``; refused unless the series has ``0014``.
+
+    Both sides stop at ``0014``, so that the patches after it (``0015``, the nested-toggle stack) are in neither and
+    the difference is ``0014``'s alone. The tree is only read (``git archive``).
+    """
     if not (tree / ".git").exists():  # git would search the directories above it for a repository
         refuse(f"{tree} is not a git tree with the branch series (the main job's tree)")
-    subject = _git(tree, "log", "-1", "--format=%s", "series")
-    if "139476" not in subject:
-        refuse(f"the last patch of {tree}'s series is not the pytorch#139476 workaround: {subject!r}")
-    archive = scratch / "without.tar"
-    _git(tree, "archive", "--output", str(archive), "series~1", "src")
-    subprocess.run(["tar", "-x", "-f", str(archive), "-C", str(scratch)], check=True)
-    return scratch
+    commits = [line.split("\t", 1) for line in _git(tree, "log", "--format=%H%x09%s", "series").splitlines()]
+    workaround = next((commit for commit, subject in commits if subject.startswith(WORKAROUND)), None)
+    if workaround is None:
+        refuse(f"{tree}'s series has no pytorch#139476 workaround (a commit whose subject starts {WORKAROUND!r})")
+    sources = {}
+    for side, revision in ((WITH, workaround), (WITHOUT, f"{workaround}~1")):
+        archive = scratch / f"{side}.tar"
+        _git(tree, "archive", "--output", str(archive), revision, "src")
+        (scratch / side).mkdir()
+        subprocess.run(["tar", "-x", "-f", str(archive), "-C", str(scratch / side)], check=True)
+        sources[side] = scratch / side
+    return sources
 
 
 def measure_all(
@@ -71,7 +83,7 @@ def measure_all(
     """Each GAN with and without ``0014``, back to back, for each torch and size, ``rounds`` times."""
     cells: Cells = {}
     with tempfile.TemporaryDirectory(prefix="workaround-cost-") as scratch:
-        sources = {WITH: tree, WITHOUT: tree_without_workaround(tree, Path(scratch))}
+        sources = sources_around_workaround(tree, Path(scratch))
         for _ in range(rounds):
             for python in pythons:
                 for size in sizes:

@@ -89,35 +89,39 @@ def tree(tmp_path):
     return tree
 
 
-def test_the_tree_without_the_workaround_is_the_series_before_its_last_patch_and_the_tree_is_only_read(
+def test_the_sources_are_the_series_up_to_the_workaround_and_before_it_and_the_tree_is_only_read(
     benchmark, tree, tmp_path
 ):
     _git(tree, "commit", "-q", "-am", "Work around pytorch#139476 for networks run under two toggles")
+    (tree / "src" / "a.py").write_text("a later patch\n")
+    _git(tree, "commit", "-q", "-am", "Make nested optimizer toggles restore what each toggle found")
     (tree / "src" / "a.py").write_text("a person's edit\n")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
 
-    without = benchmark.tree_without_workaround(tree, scratch)
+    sources = benchmark.sources_around_workaround(tree, scratch)
 
-    assert (without / "src" / "a.py").read_text() == "before = True\n"
+    assert (sources["with"] / "src" / "a.py").read_text() == "after = True\n"
+    assert (sources["without"] / "src" / "a.py").read_text() == "before = True\n"
     assert (tree / "src" / "a.py").read_text() == "a person's edit\n"
 
 
-def test_a_series_whose_last_patch_is_not_the_workaround_is_refused(benchmark, tree, tmp_path, capsys):
+def test_a_series_without_the_workaround_is_refused(benchmark, tree, tmp_path, capsys):
     _git(tree, "commit", "-q", "-am", "Another patch")
 
     with pytest.raises(SystemExit) as exited:
-        benchmark.tree_without_workaround(tree, tmp_path)
+        benchmark.sources_around_workaround(tree, tmp_path)
 
     assert exited.value.code == 2
     assert capsys.readouterr().err == (
-        f"error: the last patch of {tree}'s series is not the pytorch#139476 workaround: 'Another patch'\n"
+        f"error: {tree}'s series has no pytorch#139476 workaround (a commit whose subject starts "
+        "'Work around pytorch#139476')\n"
     )
 
 
 def test_a_directory_that_is_not_a_tree_is_refused_without_searching_above_it(benchmark, tree, capsys):
     with pytest.raises(SystemExit) as exited:
-        benchmark.tree_without_workaround(tree / "src", tree)
+        benchmark.sources_around_workaround(tree / "src", tree)
 
     assert exited.value.code == 2
     assert "is not a git tree with the branch series" in capsys.readouterr().err

@@ -11,7 +11,7 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Nested toggles (release 0010, forward 0008): toggles nest like a stack.
+"""Nested toggles (release 0015; forward 0005 only warns, as release 0010 does until 0015): a stack.
 
 On Lightning 2.6.6 a toggle inside another recorded the parameters the outer toggle had frozen as frozen, and the
 untoggles restored them frozen: the other optimizer's parameters never trained again. Now each untoggle restores what
@@ -24,7 +24,8 @@ back.
 Each case nests toggles in the first batch only, recording which parameters require grad at each level, then trains
 plain steps of both optimizers: the nested module trains bit-identically to one that never nested (with the same
 parameters frozen by the user), so every once-frozen parameter trains again. Code that does not nest trains
-bit-identically to Lightning 2.6.6's toggles, copied below.
+bit-identically to Lightning 2.6.6's toggles, copied below. Every branch of 0015 has a test: the nestings, the cap of
+16 open toggles (here and in test_unbalanced_toggles.py), each way of undoing toggles, and no warning left from 0010.
 """
 
 import functools
@@ -502,3 +503,36 @@ def test_toggles_undone_another_way_run_as_on_2_6_6(undo):
         functools.partial(_untoggle_2_6_6, record="_param_requires_grad_state"),
     )
     assert series == reference
+
+
+def _two_optimizers() -> tuple[BoringModel, list]:
+    module = BoringModel()
+    module.other = nn.Linear(32, 2)
+    opts = [torch.optim.SGD(module.layer.parameters(), lr=0.1), torch.optim.SGD(module.other.parameters(), lr=0.1)]
+    module.trainer = Mock(optimizers=opts)
+    return module, opts
+
+
+@pytest.mark.parametrize(("depth", "other_trainable_after"), [(16, True), (17, False)])
+def test_at_most_16_open_toggles_are_recorded(depth, other_trainable_after):
+    """The cap: 16 nested toggles restore every parameter; beyond 16 the outermost record is dropped, and its untoggle
+    runs as on 2.6.6, which left the other optimizer's parameters frozen after any nesting."""
+    module, (opt, _) = _two_optimizers()
+    for _ in range(depth):
+        module.toggle_optimizer(opt)
+    assert len(module._toggle_stack) == min(depth, 16)
+    assert not module.other.weight.requires_grad
+    for _ in range(depth):
+        module.untoggle_optimizer(opt)
+    assert module.other.weight.requires_grad is other_trainable_after
+    assert module.layer.weight.requires_grad
+    assert module._toggle_stack == ()
+
+
+def test_nested_toggles_do_not_warn(recwarn):
+    """Release 0010's warning about nested toggles is gone with 0015: nesting trains right, so it warns of nothing."""
+    module, (opt, other_opt) = _two_optimizers()
+    with module.toggled_optimizer(opt), module.toggled_optimizer(other_opt):
+        assert module.other.weight.requires_grad
+    assert not [w for w in recwarn if "toggle" in str(w.message)]
+    assert module.other.weight.requires_grad

@@ -11,8 +11,8 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""``zero_grad`` and ``step`` of ``toggled_optimizer`` (release 0012, forward 0010) and ``toggle_optimizer`` returning
-its context manager (release 0013, forward 0011): the acceptance cases of the with-block.
+"""``zero_grad`` and ``step`` of ``toggled_optimizer`` (release 0012, forward 0007) and ``toggle_optimizer`` returning
+its context manager (release 0013, release only): the acceptance cases of the with-block.
 
 ``with self.toggled_optimizer(opt, step=True):`` and ``with self.toggle_optimizer(opt, step=True):`` toggle, zero the
 gradients when the block starts, step the optimizer when it ends without an exception, and always untoggle;
@@ -394,7 +394,7 @@ def test_plain_calls_behave_as_before(tmp_path):
         module.untoggle_optimizer(opt_second)
         seen["one_untoggle_of_two"] = _requires_grad(module)  # the first toggle is still open, as on 2.6.6
         module.untoggle_optimizer(opt_second)
-        seen["both_untoggled"] = _requires_grad(module)  # 2.6.6 left `first` frozen here for good (0010)
+        seen["both_untoggled"] = _requires_grad(module)  # 2.6.6 left `first` frozen here for good (0015)
 
     module = fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
 
@@ -528,7 +528,7 @@ def test_copies_and_pickles_made_inside_a_block(form, tmp_path):
 @pytest.mark.parametrize("style", STEPPING_STYLES)
 def test_module_saved_whole_trains_with_blocks_after_loading(style, tmp_path):
     """A module saved whole (``torch.save(module)``), here trained first with blocks and stripped of the record of
-    open toggles that the series keeps (0010), as one saved by 2.6.6 has none: it loads and trains with blocks."""
+    open toggles that the series keeps (0015), as one saved by 2.6.6 has none: it loads and trains with blocks."""
     module = fit(lambda: ManualToggleGAN(style), tmp_path)
     vars(module).pop("_toggle_stack", None)
     module.trainer = None
@@ -644,7 +644,7 @@ def test_a_stepping_block_in_automatic_optimization_zeroes_and_steps_as_written(
     assert _trainable_except_frozen(actual)
 
 
-# --- nesting: another optimizer's block or toggle, well defined (0010) ----------------------------------------------
+# --- nesting: another optimizer's block or toggle, well defined (0015) ----------------------------------------------
 
 FIRST = {"first.weight", "first.bias"}
 LAYER = {"layer.weight", "layer.bias"}
