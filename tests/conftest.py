@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import shlex
 import signal
 import subprocess
 import sys
@@ -24,6 +25,9 @@ from patchseries.paths import Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import quiet
 
+# How a remedy writes the tool's own command: the interpreter it runs under, by its absolute path (the tests run it
+# as sys.executable), so that it runs as written in any shell (fifth hostile pass: `python -m patchseries` did not)
+TOOL = shlex.join([sys.executable, "-m", "patchseries"])
 RELEASE_FILES = {
     "src/fakelib/__init__.py": "VERSION = '1.0'\n",
     "src/fakelib/core.py": "def answer():\n    return 41\n",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli
+from conftest import TOOL, cli
 from patchseries import __version__
 from patchseries.cli import main
 from patchseries.paths import PROJECT_ROOT
@@ -84,7 +84,7 @@ def test_empty_path_option_is_refused_and_writes_nothing(synthetic, tmp_path, op
 
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"error: argument {option}: needs a path, not an empty string; see patchseries apply --help"
+        f"error: argument {option}: needs a path, not an empty string; see {TOOL} apply --help"
     ]
     assert list(here.iterdir()) == []
 
@@ -106,7 +106,7 @@ def test_export_in_an_empty_workdir_is_one_error_line(synthetic, tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         f"error: there is no tree to export at {tmp_path / 'empty' / 'edit' / 'sdist-1.0'}; make one to edit with "
-        f"`python -m patchseries edit --patches {synthetic.ws.patches} --workdir {tmp_path / 'empty'}`, or pass --tree"
+        f"`{TOOL} edit --patches {synthetic.ws.patches} --workdir {tmp_path / 'empty'}`, or pass --tree"
     ]
 
 
@@ -251,8 +251,9 @@ def test_export_from_a_tree_without_a_base_branch_says_so(synthetic, tmp_path):
 
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"error: {tree} has no branch 'base' to export the series against; export from a tree that `python -m "
-        "patchseries edit` made (its branch base is the pinned release)"
+        f"error: {tree} has no branch 'base' to export the series against; export from a tree that `{TOOL} edit "
+        f"--patches {synthetic.ws.patches} --workdir {synthetic.ws.workdir}` made (its branch base is the pinned "
+        "release)"
     ]
 
 
@@ -323,7 +324,8 @@ def test_a_workdir_inside_a_persons_git_tree_is_refused_and_the_tree_left(synthe
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         f"error: the work directory {workdir} is inside the git tree {synthetic.tree}, which does not ignore it and "
-        "may be yours: the tool would write downloads/ and trees/ among its files; pass a --workdir outside it"
+        "may be yours: the tool would write downloads/ and trees/ among its files; it comes from PATCHSERIES_WORKDIR: "
+        "set that to a folder outside it, or unset it"
     ]
     assert sorted(str(path.relative_to(synthetic.tree)) for path in synthetic.tree.rglob("*")) == before
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RELEASE_FILES, commit, git
+from conftest import RELEASE_FILES, TOOL, commit, git
 from patchseries import export, gitcmd
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report, export_series
@@ -394,7 +394,7 @@ def test_a_crlf_series_file_is_drift(synthetic):
 
     assert read_series(synthetic.ws.series_file)  # still readable
     assert _drift(synthetic) == [
-        "series file has CRLF line endings, which export does not write; re-export with `patchseries export`"
+        f"series file has CRLF line endings, which export does not write; re-export with `{TOOL} export`"
     ]
 
 
@@ -406,9 +406,9 @@ def test_a_crlf_patch_is_named_as_crlf_and_the_rest_is_still_checked(synthetic):
     problems = _drift(synthetic)
 
     assert problems == [
-        f"{first.name} has CRLF line endings, which export does not write; re-export it with `patchseries export` "
+        f"{first.name} has CRLF line endings, which export does not write; re-export it with `{TOOL} export` "
         "(or convert it back, e.g. with dos2unix)",
-        f"{second.name} differs from a fresh export; re-export it with `patchseries export`",
+        f"{second.name} differs from a fresh export; re-export it with `{TOOL} export`",
     ]
 
 

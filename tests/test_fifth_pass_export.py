@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RELEASE_FILES, Synthetic, cli, commit, git, make_sdist, write_pin
+from conftest import RELEASE_FILES, TOOL, Synthetic, cli, commit, git, make_sdist, write_pin
 from patchseries.export import format_one
 
 CORE = "src/fakelib/core.py"
@@ -39,8 +39,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def _shell(command: str) -> subprocess.CompletedProcess[str]:
-    """Run a remedy's command line exactly as the error line writes it, by a shell (``python`` is this Python)."""
-    command = command.replace("python -m patchseries", f"{sys.executable} -m patchseries")
+    """Run a remedy's command line exactly as the error line writes it, by a shell."""
     env = {**os.environ, **PERSON}
     return subprocess.run(command, shell=True, capture_output=True, text=True, check=False, env=env)
 
@@ -108,7 +107,7 @@ def test_d5_a_second_refusals_move_names_a_free_folder(synthetic):
     assert _shell(_between(second, "mv ")).returncode == 0
     assert git(tree.with_name("sdist-1.0.mine"), "log", "-1", "--format=%s") == "Mine, first"
     assert git(tree.with_name("sdist-1.0.mine-2"), "log", "-1", "--format=%s") == "Mine, second"
-    exported = _shell(_between(second, "python -m patchseries export"))
+    exported = _shell(_between(second, f"{TOOL} export"))
     assert exported.returncode == 0, exported.stderr
     assert _subjects(synthetic.ws.patches)[-1] == "Subject: [PATCH] Mine, second"
 
@@ -148,7 +147,7 @@ def test_d6_the_sdist_trees_remedy_carries_the_persons_commits_without_dropping_
 
     assert _files(synthetic.ws.patches) == before
     assert _shell(_between(error, "mv ")).returncode == 0
-    carried = _shell(_between(error, "python -m patchseries edit"))
+    carried = _shell(_between(error, f"{TOOL} edit"))
     assert carried.returncode == 0, carried.stdout + carried.stderr
     assert _subjects(synthetic.ws.patches) == [
         "Subject: [PATCH] Fix the answer", "Subject: [PATCH] Document the answer", "Subject: [PATCH] Mine",
@@ -185,3 +184,109 @@ exec '{real}' "$@"
     assert lines[0].split()[1:] == ["conflicts", f"({CORE})"], proc.stdout + proc.stderr
     assert lines[1].split()[1:] == ["applies", "cleanly"], proc.stdout + proc.stderr
     assert proc.returncode == 1
+
+
+def _without_the_tool(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A person's shell: no ``patchseries`` on its PATH, a ``python`` (and ``python3``) that is not the tool
+    environment's (it has no patchseries), no PYTHONPATH; and a current directory of its own, outside the project."""
+    fake = tmp_path / "their-bin"
+    fake.mkdir()
+    for name in ("python", "python3"):
+        (fake / name).write_text('#!/bin/sh\necho "$0: No module named patchseries" >&2\nexit 1\n')
+        (fake / name).chmod(0o755)
+    tool_bin = Path(sys.executable).parent.resolve()
+    kept = [
+        entry
+        for entry in os.environ["PATH"].split(os.pathsep)
+        if entry and not (Path(entry) / "patchseries").exists() and Path(entry).resolve() != tool_bin
+    ]
+    path = os.pathsep.join([str(fake), *kept])
+    assert shutil.which("patchseries", path=path) is None
+    assert shutil.which("python", path=path) == str(fake / "python")
+    hidden = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+    env = {**{k: v for k, v in os.environ.items() if k not in hidden}, **PERSON, "PATH": path}
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    return env, here
+
+
+def _their_shell(command: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, shell=True, capture_output=True, text=True, check=False, env=env, cwd=cwd)
+
+
+def test_h4_a_printed_remedy_runs_in_a_shell_whose_python_is_not_the_tools(synthetic, tmp_path):
+    env, here = _without_the_tool(tmp_path)
+    tree = synthetic.ws.trees / "sdist-1.0"
+    assert synthetic.run("apply").returncode == 0
+    commit(tree, {CORE: "def answer():\n    return 51\n"}, "Mine\n\nUpstream-Status: Pending")
+
+    error = _error(synthetic.run("apply"))
+
+    moved = _their_shell(_between(error, "mv "), env, here)
+    assert moved.returncode == 0, moved.stderr
+    export = error.split("export your commits from there (", 1)[1].split(")", 1)[0]
+    exported = _their_shell(export, env, here)
+    assert exported.returncode == 0, f"{export}\n{exported.stderr}"
+    assert _subjects(synthetic.ws.patches)[-1] == "Subject: [PATCH] Mine"
+    # an option's refusal names the help as a command too
+    refused = cli("apply", "--patches", str(synthetic.ws.patches), "--workdir", "")
+    helped = _their_shell(_error(refused).split("; see ", 1)[1], env, here)
+    assert helped.returncode == 0, helped.stderr
+    assert "--checkout" in helped.stdout
+
+
+@pytest.mark.parametrize("converted", ["series", "patch"])
+def test_h5_checks_drift_remedy_runs_as_written_with_the_runs_options(synthetic, tmp_path, converted):
+    env, here = _without_the_tool(tmp_path)
+    target = synthetic.ws.series_file if converted == "series" else sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    exported = target.read_bytes()
+    target.write_bytes(exported.replace(b"\n", b"\r\n"))  # an editor's or git's autocrlf conversion
+
+    checked = synthetic.run("check")
+
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    drift = [line for line in checked.stdout.splitlines() if line.startswith("drift:")]
+    assert len(drift) == 1, checked.stdout
+    remedy = drift[0].split("`")[1]
+    # its own series and work directory (run without them, it would act on the project's patches/)
+    assert f"--patches {synthetic.ws.patches}" in remedy, remedy
+    assert f"--workdir {synthetic.ws.workdir}" in remedy, remedy
+    rerun = _their_shell(remedy, env, here)
+    assert rerun.returncode == 0, f"{remedy}\n{rerun.stderr}"
+    assert target.read_bytes() == exported
+    again = synthetic.run("check")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "ok: 2 patches equal a fresh export" in again.stdout
+
+
+@pytest.mark.parametrize("refused", ["inside a git tree", "a file"])
+def test_m_a_refused_patchseries_workdir_is_named_as_the_variable(synthetic, tmp_path, refused):
+    workdir = synthetic.tree if refused == "inside a git tree" else tmp_path / "afile"
+    if refused == "a file":
+        workdir.write_text("")
+    env = {**os.environ, "PATCHSERIES_WORKDIR": str(workdir)}
+
+    error = _error(cli("apply", "--patches", str(synthetic.ws.patches), env=env))
+
+    assert "it comes from PATCHSERIES_WORKDIR: set that to a" in error
+    assert "--workdir" not in error  # no option was passed: the variable is what to change
+
+
+def test_m_export_from_a_tree_that_does_not_exist_says_so(synthetic, tmp_path):
+    missing = tmp_path / "nonexist"
+
+    error = _error(synthetic.run("export", "--tree", str(missing)))
+
+    assert error.startswith(f"error: --tree {missing} does not exist;"), error
+    assert "or pass --tree" not in error
+
+
+def test_m_patches_that_is_a_file_says_it_is_not_a_directory(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+
+    for command in ("check", "status"):
+        error = _error(cli(command, "--patches", str(afile), "--workdir", str(tmp_path / "work")))
+
+        assert error.startswith(f"error: --patches {afile} is not a directory;"), error
+        assert "check that path" not in error

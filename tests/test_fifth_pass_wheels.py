@@ -6,19 +6,24 @@ when run exactly as written."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
-from test_fourth_hostile_pass import _between, _error, _shell
+from test_fourth_hostile_pass import _between, _error, _files, _shell
 from test_wheels import FIX, PYTORCH, Release, _members, _release, record_fingerprint
 
-from conftest import cli, commit, git
+from conftest import TOOL, cli, commit, git
 from patchseries.export import export_series
 from patchseries.paths import Workspace
 from patchseries.pin import load_pin
 from patchseries.series import fingerprint, read_series
 from patchseries.standalone import load_wheel_pin
-from patchseries.wheeldist import RECORD_NAME
+from patchseries.wheeldist import RECORD_NAME, STAGING
 
 VERSION = "1.0+series.3"
 PACKAGES = ("fakelib", "fakelib_pytorch", "fakelib_fabric")
@@ -114,7 +119,7 @@ def test_d7_the_remedy_of_test_wheels_carries_the_runs_options(release: Release,
     record_fingerprint(release.ws)
     missing = _error(cli("test-wheels", *options, "--package", "fakelib_pytorch"))
     assert "there is no fakelib_pytorch" in missing
-    built = _shell(_between(missing, "python -m patchseries wheels"))  # builds into --dist, as the run had it
+    built = _shell(_between(missing, f"{TOOL} wheels"))  # builds into --dist, as the run had it
     assert built.returncode == 0, built.stderr
     assert len(list(other.glob("*.whl"))) == 3
     _change_series(release.ws)  # a maintainer changed the series and forgot to raise series_version
@@ -123,7 +128,7 @@ def test_d7_the_remedy_of_test_wheels_carries_the_runs_options(release: Release,
     error = _error(cli("test-wheels", *options, "--package", "fakelib_pytorch"))
 
     assert "was built from another series" in error
-    remedy = _between(error, "python -m patchseries wheels")
+    remedy = _between(error, f"{TOOL} wheels")
     assert "--dist" in remedy
     rebuilt = _shell(remedy)
     assert rebuilt.returncode == 0, rebuilt.stderr
@@ -247,3 +252,173 @@ def test_m4_the_committed_series_builds_the_documented_version():
         f'[wheels] of {ws.pin_file} and set fingerprint = "{wheel_pin.series}"'
     )
     assert wheel_pin.local_version == f"{wheel_pin.pin.version}+series.{wheel_pin.series_version}"
+
+
+def _wheels_of(release: Release, dist: Path, workdir: Path) -> list[str]:
+    """The command line of ``wheels`` into ``dist`` from the work directory ``workdir``."""
+    return [sys.executable, "-m", "patchseries", "wheels", "--patches", str(release.ws.patches), "--workdir",
+            str(workdir), "--dist", str(dist)]  # fmt: skip
+
+
+def _continue(pid: int) -> int:
+    """Let a run that stops itself at each of its stages go on to its end; its wait status."""
+    while True:
+        os.kill(pid, signal.SIGCONT)
+        _, status = os.waitpid(pid, os.WUNTRACED)
+        if not os.WIFSTOPPED(status):
+            return status
+
+
+def test_h1_a_run_from_another_work_directory_never_touches_a_dist_folder_being_written(
+    release: Release, tmp_path: Path
+):
+    assert release.wheels().returncode == 0
+    _change_series(release.ws)
+    wanted = record_fingerprint(release.ws)  # the same names, other wheels: the first run keeps the old ones aside
+    env = {**os.environ, "PATCHSERIES_SIGNAL_AT": "wheel-renamed:SIGSTOP"}
+    command = _wheels_of(release, release.dist, release.ws.workdir)
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _, status = os.waitpid(first.pid, os.WUNTRACED)  # returns once the first run has stopped itself
+        assert os.WIFSTOPPED(status)
+        staging = release.dist / STAGING
+        held = _files(staging)
+        assert any(name.startswith("replaced/") for name in held)
+
+        error = _error(cli(*_wheels_of(release, release.dist, tmp_path / "other work")[3:]))
+
+        assert str(release.dist) in error
+        assert "another patchseries run" in error
+        assert _files(staging) == held  # the first run's staging folder and its backups, untouched
+    finally:
+        status = _continue(first.pid)
+    assert os.waitstatus_to_exitcode(status) == 0, first.stderr.read()  # type: ignore[union-attr]
+    assert sorted(path.name for path in release.dist.iterdir()) == sorted(
+        _wheel(release, package).name for package in PACKAGES
+    )
+    assert all(_record(_wheel(release, package))["series"]["fingerprint"] == wanted for package in PACKAGES)
+
+
+def test_h2_a_killed_runs_staging_folder_is_removed_only_when_all_of_it_is_the_tools(release: Release):
+    assert release.wheels().returncode == 0
+    first = _wheel(release, "fakelib")  # the first wheel renamed in
+    old = first.read_bytes()
+    _change_series(release.ws)
+    record_fingerprint(release.ws)  # other wheels of the same names
+    killed = release.wheels(env={"PATCHSERIES_SIGNAL_AT": "wheel-renamed:SIGKILL"})
+    assert killed.returncode == -signal.SIGKILL
+    staging = release.dist / STAGING
+    assert (staging / "replaced" / first.name).read_bytes() == old  # the only copy of the wheel it replaced
+    (staging / "my-notes.txt").write_text("notes\n")
+
+    error = _error(release.wheels())
+
+    assert str(staging / "my-notes.txt") in error
+    assert (staging / "my-notes.txt").read_text() == "notes\n"
+    assert (staging / "replaced" / first.name).read_bytes() == old
+    assert _shell(_between(error, "mv ")).returncode == 0  # the remedy, as written
+    built = release.wheels()
+    assert built.returncode == 0, built.stderr
+    kept = staging.with_name(staging.name + ".mine")
+    assert (kept / "my-notes.txt").read_text() == "notes\n"
+    assert (kept / "replaced" / first.name).read_bytes() == old
+    # a leftover of the tool's alone: the wheel it kept aside is put back where it was, then the leftover goes
+    old = first.read_bytes()
+    _change_series(release.ws)
+    record_fingerprint(release.ws)
+    assert release.wheels(env={"PATCHSERIES_SIGNAL_AT": "wheel-renamed:SIGKILL"}).returncode == -signal.SIGKILL
+    assert first.read_bytes() != old
+    _change_series(release.ws)  # a series not recorded: wheels of other names, which leave these alone
+    built = release.wheels()
+    assert built.returncode == 0, built.stderr
+    assert first.read_bytes() == old
+    assert not staging.exists()
+    assert not staging.with_name(staging.name + ".patchseries-scratch").exists()
+
+
+def test_h3_a_tool_wheel_a_person_changed_is_not_overwritten(release: Release):
+    assert release.wheels().returncode == 0
+    wheel = _wheel(release, "fakelib_pytorch")
+    with zipfile.ZipFile(wheel, "a") as archive:  # zip -q WHEEL MYNOTE.txt
+        archive.writestr("MYNOTE.txt", "my note\n")
+    edited = wheel.read_bytes()
+
+    error = _error(release.wheels())
+
+    assert str(wheel) in error
+    assert "MYNOTE.txt" in error
+    assert wheel.read_bytes() == edited
+    assert _shell(_between(error, "mv ")).returncode == 0  # the remedy, as written
+    built = release.wheels()
+    assert built.returncode == 0, built.stderr
+    assert wheel.with_name(wheel.name + ".mine").read_bytes() == edited
+
+
+def test_h6_a_dist_with_a_control_character_is_refused_before_any_work(release: Release, tmp_path: Path):
+    release.dist = tmp_path / "my\ndist"
+    release.dist.mkdir()
+    theirs = _wheel(release, "fakelib")
+    theirs.write_text("my own wheel\n")
+
+    error = _error(release.wheels())
+
+    assert "control character" in error
+    assert repr(str(release.dist)) in error  # one line, the newline written as \n
+    assert sorted(release.dist.iterdir()) == [theirs]
+    assert theirs.read_text() == "my own wheel\n"
+    assert not release.ws.trees.exists()
+
+
+def test_h7_a_patch_with_crlf_line_endings_is_refused_as_check_names_it(release: Release):
+    patch = sorted(release.ws.patches.glob("*.patch"))[0]
+    patch.write_bytes(patch.read_bytes().replace(b"\n", b"\r\n"))
+    record_fingerprint(release.ws)
+
+    error = _error(release.wheels())
+
+    cause = f"{patch.name} has CRLF line endings, which export does not write; re-export it with `"
+    assert error.startswith(f"error: {cause}")
+    assert not release.dist.exists()
+    assert not (release.ws.downloads / "fakelib_pytorch-1.0.tar.gz").exists()  # refused before any download
+    checked = cli("check", "--patches", str(release.ws.patches), "--workdir", str(release.ws.workdir))
+    assert f"drift: {error.removeprefix('error: ')}" in checked.stdout.splitlines()  # check's words, remedy and all
+    remedy = error.split("`")[1]
+    exported = _shell(remedy)  # as written
+    if exported.returncode != 0:  # export keeps a patch file it did not write only once a copy is kept: as it says
+        assert _shell(_between(_error(exported), "cp ")).returncode == 0
+        exported = _shell(remedy)
+    assert exported.returncode == 0, exported.stderr
+    record_fingerprint(release.ws)
+    built = release.wheels()
+    assert built.returncode == 0, built.stderr
+
+
+def test_h8_a_hand_made_rename_patch_is_mapped_and_builds(release: Release):
+    git(release.tree, "mv", "src/fakelib/pytorch/core.py", "src/fakelib/pytorch/spike.py")
+    git(release.tree, "commit", "-q", "--date=2026-02-01T00:00:00+0000", "-m", "Rename the core\n\nUpstream-Status: "
+        "Pending")  # fmt: skip
+    made = git(release.tree, "format-patch", "-M", "--start-number", "2", "-1", "-o", str(release.ws.patches))
+    assert "rename from src/fakelib/pytorch/core.py" in Path(made).read_text()  # git's own rename patch
+    with release.ws.series_file.open("a") as series:
+        series.write(f"{Path(made).name}\n")
+    record_fingerprint(release.ws)
+
+    proc = release.wheels()
+
+    assert proc.returncode == 0, proc.stderr
+    pytorch = _members(_wheel(release, "fakelib_pytorch"))
+    assert b"helper() + 41" in pytorch["fakelib_pytorch/spike.py"]
+    assert "fakelib_pytorch/core.py" not in pytorch
+    assert "fakelib/pytorch/spike.py" in _members(_wheel(release, "fakelib"))
+
+
+def test_h9_an_unknown_patch_release_of_a_known_torch_is_refused_before_any_work(release: Release):
+    workdir = release.ws.workdir.with_name("fresh")
+    options = ("--patches", str(release.ws.patches), "--workdir", str(workdir))
+
+    error = _error(cli("test-wheels", "--torch", "2.13.0", "--torch", "2.14.9", "--dist", str(release.dist), *options))
+
+    assert "torch 2.14.9 is not a release" in error
+    assert "2.14.1" in error  # the newest release of 2.14 the tool knows
+    assert error == _error(cli("test", "--torch", "2.14.9", *options))
+    assert not workdir.exists()  # refused before anything was made

@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import RELEASE_FILES, Synthetic, cli, commit, git, make_sdist, write_pin
+from conftest import RELEASE_FILES, TOOL, Synthetic, cli, commit, git, make_sdist, write_pin
 from patchseries import gitcmd
 
 CORE = "src/fakelib/core.py"
@@ -31,8 +30,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def _shell(command: str) -> subprocess.CompletedProcess[str]:
-    """Run a remedy's command line exactly as the error line writes it, by a shell (``python`` is this Python)."""
-    command = command.replace("python -m patchseries", f"{sys.executable} -m patchseries")
+    """Run a remedy's command line exactly as the error line writes it, by a shell."""
     return subprocess.run(command, shell=True, capture_output=True, text=True, check=False)
 
 
@@ -59,7 +57,7 @@ def test_row_1_a_remedy_naming_a_path_with_a_space_runs_as_written(synthetic, tm
     error = _error(cli("apply", *args))
 
     assert _shell(_between(error, "mv ")).returncode == 0
-    exported = _shell(_between(error, "python -m patchseries export"))
+    exported = _shell(_between(error, f"{TOOL} export"))
     assert exported.returncode == 0, exported.stderr
     assert git(tree.with_name("sdist-1.0.mine"), "log", "-1", "--format=%s") == "Mine"
     assert len(list((spaced / "patches").glob("*.patch"))) == 3
@@ -215,7 +213,7 @@ def test_row_12_the_remedy_of_edit_over_an_existing_tree_runs_as_written(synthet
 
     error = _error(synthetic.run("edit"))
 
-    exported = _shell(_between(error, "python -m patchseries export"))
+    exported = _shell(_between(error, f"{TOOL} export"))
     assert exported.returncode == 0, exported.stderr
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
     assert _shell(_between(error, "mv ")).returncode == 0
@@ -231,7 +229,7 @@ def test_row_13_export_over_a_dangling_link_says_how_to_make_a_tree(synthetic):
 
     assert f"there is no tree to export at {default}" in error
     assert _shell(_between(error, "mv ")).returncode == 0
-    made = _shell(_between(error, "python -m patchseries edit", "`"))
+    made = _shell(_between(error, f"{TOOL} edit", "`"))
     assert made.returncode == 0, made.stderr
     assert (default / ".git").is_dir()
 

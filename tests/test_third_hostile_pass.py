@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Synthetic, cli, commit, git
+from conftest import TOOL, Synthetic, cli, commit, git
 from patchseries import matrix, scratch
 from patchseries.cli import main
 from patchseries.interrupts import SIGNAL_AT_ENV
@@ -37,13 +37,12 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def _run_remedy(command: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a remedy's `python -m patchseries ...` command exactly as the error line writes it."""
-    words = shlex.split(command)
-    assert words[:3] == ["python", "-m", "patchseries"], command
-    return subprocess.run([sys.executable, *words[1:]], capture_output=True, text=True, check=False, cwd=cwd)
+    """Run a remedy's command of the tool exactly as the error line writes it, by a shell."""
+    assert shlex.split(command)[:3] == [sys.executable, "-m", "patchseries"], command
+    return subprocess.run(command, shell=True, capture_output=True, text=True, check=False, cwd=cwd)
 
 
-def _remedy(error: str, start: str = "python -m patchseries ") -> str:
+def _remedy(error: str, start: str = f"{TOOL} ") -> str:
     return start + error.split(start, 1)[1].split(")", 1)[0]
 
 
@@ -84,7 +83,7 @@ def test_row_1_export_writes_only_into_a_series_of_the_trees_base(synthetic, tmp
     assert "nothing was written" in error
     assert _files(forward) == before
     commit(synthetic.tree, {CORE: "def answer():\n    return 43\n"}, "Change the answer\n\nUpstream-Status: Pending")
-    remedy = _run_remedy(_remedy(error, "python -m patchseries export"))
+    remedy = _run_remedy(_remedy(error, f"{TOOL} export"))
     assert remedy.returncode == 0, remedy.stderr
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
 
@@ -244,7 +243,7 @@ def test_row_10_the_refusals_remedies_run_as_written_work(synthetic):
 
     move = error.split("(mv ", 1)[1].split(")", 1)[0]
     subprocess.run(["mv", *shlex.split(move)], check=True)
-    exported = _run_remedy(_remedy(error, "python -m patchseries export"), cwd=Path("/"))
+    exported = _run_remedy(_remedy(error, f"{TOOL} export"), cwd=Path("/"))
     assert exported.returncode == 0, exported.stderr
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
     assert synthetic.run("apply").returncode == 0

@@ -65,8 +65,7 @@ def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool
     """The base a run uses; a checkout that is not clean or not at the pinned tag (or commit) is refused here."""
     if checkout is not None:
         path, head = _checked_checkout(pin, checkout, force_base)
-        name = f"checkout-{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
-        return BaseSource("checkout", name, f"checkout {path} {head}", str(path), head)
+        return BaseSource("checkout", checkout_tree_name(path), f"checkout {path} {head}", str(path), head)
     if use_git:
         ref = pin.commit or pin.tag
         return BaseSource("git", f"git-{pin.commit[:12] or pin.tag}", f"git {pin.git_url} {ref}", pin.git_url, ref)
@@ -76,6 +75,11 @@ def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool
             "(an upstream clone that has it) or --git"
         )
     return BaseSource("sdist", f"sdist-{pin.version}", f"sdist {pin.sdist_sha256}")
+
+
+def checkout_tree_name(checkout: Path) -> str:
+    """The name of the trees (the tool's, and the edit tree) made on the upstream clone at ``checkout``."""
+    return f"checkout-{hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:8]}"
 
 
 def build_base(ws: Workspace, pin: Pin, source: BaseSource, dest: Path, log: Log) -> BaseTree:

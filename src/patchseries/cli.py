@@ -18,7 +18,7 @@ from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_in
 from patchseries.errors import SeriesError
 from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage
 from patchseries.lock import series_lock, workdir_lock
-from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, shell
+from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, shell, tool_command
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
 from patchseries.series import read_series
@@ -43,8 +43,9 @@ _MAX_ERROR = 2000
 DESCRIPTION = """\
 Apply the patch series in patches/ to the pinned PyTorch Lightning release, test it, and maintain it.
 
-The main job is `patchseries test` (scripts/apply_and_test.sh). Contributors change a patch in a tree of their own:
-`patchseries edit` makes one (base + series on branch `series`), then edit its branch and run `patchseries export`.
+The main job is the subcommand `test` (scripts/apply_and_test.sh). Contributors change a patch in a tree of their
+own: `edit` makes one (base + series on branch `series`); edit its branch, then run `export`. The tool runs with the
+Python of its environment (.work/tool-env), as the usage line writes it, or through scripts/.
 """
 EPILOG = f"""\
 work directory: --workdir, else ${WORKDIR_ENV}, else .work/ beside patches/; one run at a time in each.
@@ -59,7 +60,7 @@ apply the series on branch `series` of the tree; make or reuse an environment wi
 
 The tree is the tool's: built fresh for this base and series, reused while it is exactly as built. One that you
 changed (uncommitted edits, commits, another branch) is never rewritten: the run stops and names it. To test a change,
-edit it in a tree of your own (`patchseries edit`), export it, and run the main job.
+edit it in a tree of your own (the subcommand `edit`), export it, and run the main job.
 """
 
 
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         hint = ""
         if args.command == "test":
-            prog = os.environ.get(PROG_ENV, "patchseries test")
+            prog = os.environ.get(PROG_ENV) or tool_command("test")
             hint = f"; pytest arguments go after --, e.g. {prog} -- {' '.join(unknown)}"
         parser.exit(2, f"error: unrecognized arguments: {' '.join(unknown)}{hint}\n")
     try:
@@ -153,10 +154,17 @@ def _lock(args: argparse.Namespace, ws: Workspace) -> Iterator[None]:
     reads_workdir = args.command != "status" and not getattr(args, "onto", None)
     written = {"export": ws.patches, "forward": getattr(args, "to", None) or ws.patches / FORWARD_DIR}.get(args.command)
     with (
-        workdir_lock(ws.workdir, f"patchseries {args.command}") if reads_workdir else nullcontext(),
+        workdir_lock(ws.workdir, f"patchseries {args.command}", _workdir_given_as(args))
+        if reads_workdir
+        else nullcontext(),
         series_lock(written) if written is not None and written.is_dir() else nullcontext(),
     ):
         yield
+
+
+def _workdir_given_as(args: argparse.Namespace) -> str:
+    """Where the run's work directory came from, as a refusal of it names it: the option, or the variable."""
+    return WORKDIR_ENV if args.workdir is None and os.environ.get(WORKDIR_ENV) else "--workdir"
 
 
 def _os_error(exc: OSError) -> str:
@@ -234,7 +242,13 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     tree = given.resolve()
     if not (tree / ".git").exists():
         make = f"make one to edit with `{ws.command('edit')}`"
-        if args.tree is None and (given.exists() or given.is_symlink()):  # edit would refuse: its place is taken
+        if args.tree is not None:  # not "or pass --tree": it was passed (fifth hostile pass)
+            what = "is not a git repository (it has no .git)" if given.exists() else "does not exist"
+            raise SeriesError(
+                f"--tree {given} {what}; pass the path of the tree to export (a clone with branches base and series), "
+                f"or {make} and export it without --tree"
+            )
+        if given.exists() or given.is_symlink():  # edit would refuse: its place is taken
             make = f"move it away ({shell('mv', given, kept_path(given))}) and {make}"
         raise SeriesError(f"there is no tree to export at {given}; {make}, or pass --tree")
     pin = load_pin(ws.pin_file)
@@ -242,6 +256,7 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     names = export_series(
         tree, ws.patches, branch=args.branch, lacks=pin.sdist_lacks, drop_lacking=args.drop_missing,
         author=args.author, refuse_placeholder_authors=True, upstream_edit=ws.command("edit", "--git"),
+        edit=ws.command("edit"),
     )  # fmt: skip
     print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
     unlisted = sorted(path.name for path in ws.patches.glob("*.patch") if path.name not in names)
@@ -258,30 +273,36 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
     pin, patches = pipeline.load(ws)
     if args.onto:
         return _check_onto(args, pin, patches)
-    status = _drift(args, ws.patches, pin, patches, lambda: _sdist_tree(ws, pin, patches))
+    status = _drift(args, ws, ws.patches, pin, patches, lambda: _sdist_tree(ws, pin, patches))
     forward_dir = ws.patches / FORWARD_DIR
     if (forward_dir / "series").is_file():  # a release series with its forward series: check both
         forward_pin, forward_patches = load_pin(forward_dir / "base.toml"), read_series(forward_dir / "series")
         print(f"{FORWARD_DIR}/ (onto {forward_pin.commit[:12]}):")
-        status = max(status, _drift(args, forward_dir, forward_pin, forward_patches, None))
+        status = max(status, _drift(args, ws, forward_dir, forward_pin, forward_patches, None))
     return status
 
 
 def _drift(
-    args: argparse.Namespace, patches_dir: Path, pin: Pin, patches: list[Patch], sdist: Callable[[], Path] | None
+    args: argparse.Namespace,
+    ws: Workspace,
+    patches_dir: Path,
+    pin: Pin,
+    patches: list[Patch],
+    sdist: Callable[[], Path] | None,
 ) -> int:
     from patchseries.export import drift_report
 
+    reexport = _reexport(args, ws, patches_dir, pin)
     if args.checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
         if not (args.checkout / ".git").exists():
             raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
         ref = pin.commit or f"refs/tags/{pin.tag}"
-        report = drift_report(args.checkout.resolve(), patches, patches_dir, base=ref)
+        report = drift_report(args.checkout.resolve(), patches, patches_dir, base=ref, reexport=reexport)
     elif sdist is None or not pin.has_sdist:
         print(f"not checked: {len(patches)} patches pinned to upstream commit {pin.where[:12]}; pass --checkout PATH")
         return 0
     else:
-        report = drift_report(sdist(), patches, patches_dir, lacks=pin.sdist_lacks)
+        report = drift_report(sdist(), patches, patches_dir, lacks=pin.sdist_lacks, reexport=reexport)
     for problem in report.problems:
         print(f"drift: {problem}")
     if report.problems:
@@ -291,10 +312,38 @@ def _drift(
         files = sorted({path for paths in report.unchecked.values() for path in paths})
         print(
             f"not checked: {len(files)} upstream files that the sdist base lacks ({', '.join(files)}), changed by "
-            f"{', '.join(name[:4] for name in report.unchecked)}; `check --checkout PATH` (an upstream clone at "
-            f"tag {pin.tag}) checks those hunks too"
+            f"{', '.join(name[:4] for name in report.unchecked)}; `{ws.command('check', '--checkout', 'PATH')}` "
+            f"(PATH: an upstream clone at tag {pin.tag}) checks those hunks too"
         )
     return 0
+
+
+def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: Pin) -> str:
+    """The command that writes ``patches_dir`` again, as the drift check's problems name it, with the run's own
+    --patches and --workdir (fifth hostile pass: `patchseries export`, no such command, without the run's options).
+
+    A forward series (an upstream commit pinned) is made by ``forward`` from its release series; a release series by
+    ``export`` of the person's edit tree: the first there is of the one of ``--checkout``, the sdist's (export's
+    default) and upstream's tag's (``edit --git``); none there, export's own refusal says how to make one."""
+    from patchseries.apply import EDIT_DIR
+    from patchseries.base import checkout_tree_name
+
+    checkout = ("--checkout", args.checkout.resolve()) if args.checkout is not None else ()  # drift needs one
+    if patches_dir != ws.patches:  # the forward series beside the release series of --patches
+        return ws.command("forward", *checkout)
+    release = ws.patches.parent
+    if pin.commit and (release / "series").is_file() and (release / "base.toml").is_file():
+        to = () if ws.patches == release / FORWARD_DIR else ("--to", ws.patches)
+        return ws.command_on(release, "forward", *checkout, *to)
+    edits = ws.workdir / EDIT_DIR
+    default = _default_tree(ws)
+    candidates = [
+        *([edits / checkout_tree_name(args.checkout)] if args.checkout is not None else []),
+        default,
+        edits / f"git-{pin.commit[:12] or pin.tag}",
+    ]
+    tree = next((path for path in candidates if (path / ".git").exists()), default)
+    return ws.command("export", *(("--tree", tree) if tree != default else ()))
 
 
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
@@ -314,9 +363,11 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
         raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')
     if not (args.checkout / ".git").exists():
         raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
+    checkout = args.checkout.resolve()
     results = forward_series(
-        args.checkout.resolve(), release_pin, release_patches, target, target_dir, author=args.author
-    )
+        checkout, release_pin, release_patches, target, target_dir, author=args.author,
+        check=ws.command("check", "--checkout", checkout),
+    )  # fmt: skip
     width = max(len(r.patch) for r in results)
     for result in results:
         detail = f" ({result.detail})" if result.detail else ""
@@ -447,7 +498,9 @@ def _parser() -> argparse.ArgumentParser:
     base.add_argument("--git", action="store_true", help="clone upstream at the pinned tag as the base")
     base.add_argument("--force-base", action="store_true", help="accept a --checkout that is not at the pinned tag")
 
-    parser = _Parser(prog="patchseries", description=DESCRIPTION, epilog=EPILOG, formatter_class=raw)
+    # the usage lines and "see ... --help" are commands a person runs: the interpreter the tool runs under, as every
+    # remedy writes it (paths.tool_command), not a `patchseries` their shell may not have
+    parser = _Parser(prog=tool_command(), description=DESCRIPTION, epilog=EPILOG, formatter_class=raw)
     parser.add_argument("--version", action="version", version=f"patchseries {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fetch = sub.add_parser("fetch", parents=[common, base], help="get the pinned base (the tool's tree, as apply)")
@@ -460,7 +513,7 @@ def _parser() -> argparse.ArgumentParser:
     edit.set_defaults(handler=cmd_edit)
     test = sub.add_parser(
         "test", parents=[common, base], help="the main job: apply, install, run the series' tests",
-        prog=os.environ.get(PROG_ENV, "patchseries test"), description=TEST_DESCRIPTION, formatter_class=raw,
+        prog=os.environ.get(PROG_ENV) or tool_command("test"), description=TEST_DESCRIPTION, formatter_class=raw,
         epilog=f"pytest arguments go after --, e.g. -- -x -k toggle\nenvironment: {WORKDIR_ENV}  the work directory "
         "when --workdir is not given",
     )  # fmt: skip

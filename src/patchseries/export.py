@@ -12,11 +12,12 @@ from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files, worktrees
 from patchseries.interrupts import stage
 from patchseries.ownership import Unexported, unexported
-from patchseries.paths import Workspace, kept_path, shell
+from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
 from patchseries.series import (
     Patch,
     author_header,
+    crlf_problem,
     file_sections,
     has_crlf,
     keep_cr,
@@ -71,8 +72,9 @@ def export_series(
     drop_lacking: bool = False,
     author: str | None = None,
     refuse_placeholder_authors: bool = False,
-    upstream_edit: str = "python -m patchseries edit --git",
+    upstream_edit: str = tool_command("edit", "--git"),
     replace_unexported: bool = False,
+    edit: str = tool_command("edit"),
 ) -> list[str]:
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files plus ``series`` into ``patches_dir``.
 
@@ -85,6 +87,9 @@ def export_series(
     uncommitted changes is refused: export writes commits only, and those changes would silently stay behind. So is an
     export that would drop a committed patch's hunks for upstream files the tree's base lacks (``lacks``, e.g. ``docs/``
     on the sdist base, where applying left them out), unless ``drop_lacking``.
+
+    ``upstream_edit`` and ``edit``: the commands a refusal names to make an edit tree (of an upstream base, of this
+    series), with the run's own options (:meth:`patchseries.paths.Workspace.command`).
 
     ``author`` (``Name <email>``) is the ``From:`` of every patch, else each commit's own author; with
     ``refuse_placeholder_authors`` (what ``export`` and ``forward`` write into ``patches/``) an ``@invalid`` author is
@@ -110,11 +115,11 @@ def export_series(
     if git("check-ref-format", branch, check=False).returncode != 0:  # `series^` would be a commit, not a branch
         raise SeriesError(f"--branch {label!r} is not a branch name; pass the name of a branch of {repo}")
     if git("rev-parse", "--verify", "--quiet", branch, cwd=repo, check=False).returncode != 0:
-        raise SeriesError(f"{repo} has no branch {label!r}; make a tree with `patchseries edit`, or pass --branch")
+        raise SeriesError(f"{repo} has no branch {label!r}; make a tree with `{edit}`, or pass --branch")
     if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=repo, check=False).returncode != 0:
         raise SeriesError(
-            f"{repo} has no branch {base_label!r} to export the series against; export from a tree that `python -m "
-            "patchseries edit` made (its branch base is the pinned release)"
+            f"{repo} has no branch {base_label!r} to export the series against; export from a tree that `{edit}` "
+            "made (its branch base is the pinned release)"
         )
     if git("merge-base", "--is-ancestor", base, branch, cwd=repo, check=False).returncode != 0:
         # its patches would be made against another tree than the base: written, they would not apply
@@ -406,7 +411,12 @@ class DriftReport:
 
 
 def drift_report(
-    base_repo: Path, patches: list[Patch], patches_dir: Path, lacks: tuple[str, ...] = (), base: str = BASE_REF
+    base_repo: Path,
+    patches: list[Patch],
+    patches_dir: Path,
+    lacks: tuple[str, ...] = (),
+    base: str = BASE_REF,
+    reexport: str = tool_command("export"),
 ) -> DriftReport:
     """Re-apply the committed patches to a scratch clone of the base, re-export them, and list every difference.
 
@@ -414,7 +424,8 @@ def drift_report(
     lacks some upstream paths (``lacks``: the sdist has no ``docs/`` or upstream ``tests/``), the hunks for files the
     base does not have are left out, as :func:`patchseries.apply.apply_series` leaves them out, and reported as
     unchecked: the commit message and every other hunk must still equal a fresh export, byte for byte. Checking on a
-    full upstream tree (``lacks=()``) checks everything.
+    full upstream tree (``lacks=()``) checks everything. ``reexport``: the command that writes the series again, as
+    each problem names it (with the run's own options: ``patchseries.cli``, fifth hostile pass).
     """
     if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=base_repo, check=False).returncode != 0:
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it (git fetch --tags)")
@@ -435,10 +446,7 @@ def drift_report(
             excludes = [f"--exclude={path}" for path in left_out]
             source = patch.path
             if has_crlf(patch.path):  # `git am` strips the CRs, `git apply` does not: check the rest on LF
-                report.problems.append(
-                    f"{patch.name} has CRLF line endings, which export does not write; re-export it with "
-                    "`patchseries export` (or convert it back, e.g. with dos2unix)"
-                )
+                report.problems.append(crlf_problem(patch.name, reexport))
                 source = Path(tmp) / patch.name
                 source.write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
             # cr-at-eol: a file's CRLF line endings are its own, no whitespace error
@@ -454,12 +462,17 @@ def drift_report(
         exported = Path(tmp) / "exported"
         exported.mkdir()
         export_series(scratch, exported, branch="drift-check", base="drift-base")
-        report.problems += _differences(patches, applied, patches_dir, exported, report.unchecked)
+        report.problems += _differences(patches, applied, patches_dir, exported, report.unchecked, reexport)
     return report
 
 
 def _differences(
-    patches: list[Patch], applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]]
+    patches: list[Patch],
+    applied: list[Patch],
+    patches_dir: Path,
+    exported: Path,
+    unchecked: dict[str, list[str]],
+    reexport: str,
 ) -> list[str]:
     committed = [p.name for p in applied]
     fresh = sorted(p.name for p in exported.glob("*.patch"))
@@ -475,19 +488,17 @@ def _differences(
         )
         left_out = unchecked.get(name)
         if (_comparable(old, left_out) != _comparable(new, [])) if left_out else old != new:
-            problems.append(f"{name} differs from a fresh export; re-export it with `patchseries export`")
+            problems.append(f"{name} differs from a fresh export; re-export it with `{reexport}`")
     series = (patches_dir / "series").read_bytes().decode()  # as it is: read_text() would turn CRLF into LF
     if "\r" in series:
-        problems.append(
-            "series file has CRLF line endings, which export does not write; re-export with `patchseries export`"
-        )
+        problems.append(f"series file has CRLF line endings, which export does not write; re-export with `{reexport}`")
     elif renumbered:  # the fresh series lacks the skipped patches: check the committed one's form instead
         numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]
         expected = SERIES_HEADER + "".join(f"{p.name}\n" for p in patches)
         if [p.name[:5] for p in patches] != numbered or series != expected:
-            problems.append("series file or patch numbers differ from what export writes; re-export")
+            problems.append(f"series file or patch numbers differ from what export writes; re-export with `{reexport}`")
     elif series != (exported / "series").read_text():
-        problems.append("series file differs from a fresh export; re-export with `patchseries export`")
+        problems.append(f"series file differs from a fresh export; re-export with `{reexport}`")
     return problems
 
 

@@ -28,6 +28,7 @@ from patchseries.export import export_series
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, out
 from patchseries.interrupts import stage
 from patchseries.onto import already_upstream, upstream_patch_ids
+from patchseries.paths import tool_command
 from patchseries.pin import Pin
 from patchseries.series import Patch, file_sections, keep_cr, section_path
 from patchseries.trees import refuse_operation_in_progress
@@ -64,13 +65,20 @@ class Forwarded:
 
 
 def forward_series(
-    upstream: Path, release: Pin, release_patches: list[Patch], target: Pin, out_dir: Path, author: str | None = None
+    upstream: Path,
+    release: Pin,
+    release_patches: list[Patch],
+    target: Pin,
+    out_dir: Path,
+    author: str | None = None,
+    check: str = tool_command("check"),
 ) -> list[Forwarded]:
     """Write the forward series of ``release_patches`` onto ``target.commit`` of ``upstream`` into ``out_dir``.
 
     ``author`` is the ``From:`` of every patch (else the release patches' own authors); an ``@invalid`` one is refused.
     Files of ``out_dir`` other than its patches and ``series`` (the pin, draft issue texts) are kept. Relative paths
     (``upstream``, ``out_dir``, the patches') are taken from the current directory, not from the scratch clone.
+    ``check``: the drift check a refusal names for a release patch that does not apply (the run's own options).
     """
     upstream, out_dir = upstream.resolve(), out_dir.resolve()
     refuse_operation_in_progress(upstream)  # its refs may be anywhere until the operation ends
@@ -83,7 +91,7 @@ def forward_series(
         scratch = Path(tmp) / "tree"
         git("clone", "--quiet", "--shared", "--no-checkout", upstream, scratch)
         stage("forward-scratch")
-        entries = _entries_by_patch(scratch, release.tag, release_patches)
+        entries = _entries_by_patch(scratch, release.tag, release_patches, check)
         git("checkout", "--quiet", "-b", "forward", target.commit, cwd=scratch)
         git("branch", "--quiet", "forward-base", target.commit, cwd=scratch)
         paths = sorted({change.path for patch in release_patches for change in patch.changes})
@@ -144,7 +152,7 @@ def _is_dep3(key: str) -> bool:
     return key in DEP3_KEYS or bool(_DEP3_BUG.match(key))
 
 
-def _entries_by_patch(repo: Path, tag: str, patches: list[Patch]) -> dict[str, list[Entry]]:
+def _entries_by_patch(repo: Path, tag: str, patches: list[Patch], check: str) -> dict[str, list[Entry]]:
     """Apply the release series at ``tag`` and read each patch's CHANGELOG entries with their headings."""
     git("checkout", "--quiet", "--detach", f"refs/tags/{tag}", cwd=repo)
     found: dict[str, list[Entry]] = {}
@@ -152,7 +160,7 @@ def _entries_by_patch(repo: Path, tag: str, patches: list[Patch]) -> dict[str, l
         proc = git("am", "--quiet", *keep_cr(patch.path), patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
         if proc.returncode != 0:
             abort_am(repo)
-            raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `patchseries check` first")
+            raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `{check}` first")
         found[patch.name] = _entries(repo, patch)
     return found
 

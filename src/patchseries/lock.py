@@ -24,10 +24,11 @@ WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs", 
 
 
 @contextmanager
-def workdir_lock(workdir: Path, what: str) -> Iterator[None]:
+def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Iterator[None]:
     """Hold the work directory's lock, or refuse at once, naming the run that holds it; a work directory in a git
-    tree that does not ignore it is refused before it is made (:func:`refuse_unless_ignored`)."""
-    refuse_unless_ignored(workdir)
+    tree that does not ignore it is refused before it is made (:func:`refuse_unless_ignored`). ``given_as``: where
+    the work directory came from (``--workdir``, or the variable ``PATCHSERIES_WORKDIR``), which a refusal names."""
+    refuse_unless_ignored(workdir, given_as)
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / LOCK_NAME
     try:  # never through a link: opened as it is, its target (a file of anyone's) would be truncated
@@ -77,7 +78,7 @@ def series_lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def refuse_unless_ignored(workdir: Path) -> None:
+def refuse_unless_ignored(workdir: Path, given_as: str = "--workdir") -> None:
     """Refuse a work directory inside a git tree that does not ignore it (``.work/edit/<base>``, a clone of yours,
     ``--workdir .`` in the project): the tool's downloads and trees would be written among that tree's files. The
     project's ``.work/`` and any folder outside a git tree are fine."""
@@ -89,8 +90,11 @@ def refuse_unless_ignored(workdir: Path) -> None:
         paths = "".join(f"{workdir / name}\0" for name in WORKDIR_NAMES)
         ignored = git("check-ignore", "-z", "--stdin", cwd=folder, stdin=paths, check=False).stdout.split("\0")
         if len([path for path in ignored if path]) < len(WORKDIR_NAMES):
+            remedy = "pass a --workdir outside it"
+            if given_as != "--workdir":  # a variable: named, since no option on the command line says where it is
+                remedy = f"it comes from {given_as}: set that to a folder outside it, or unset it"
             raise SeriesError(
                 f"the work directory {workdir} is inside the git tree {folder}, which does not ignore it and may be "
-                "yours: the tool would write downloads/ and trees/ among its files; pass a --workdir outside it"
+                f"yours: the tool would write downloads/ and trees/ among its files; {remedy}"
             )
         return

@@ -30,12 +30,11 @@ from patchseries.pipeline import BaseChoice, Prepared, prepare
 from patchseries.progress import Log
 from patchseries.testrun import changed_source_files, junit_cases, run_tests
 from patchseries.trees import BASE_REF, recording
+from patchseries.wheels import TORCH_NEWEST_PATCH
 
-# the newest patch release of every minor release Lightning 2.6.6 supports (PyPI, checked when a release was added)
-DEFAULT_VERSIONS = (
-    "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0",
-    "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0",
-)  # fmt: skip
+# the newest patch release of every minor release Lightning 2.6.6 supports (PyPI, checked when a release was added):
+# 2.1.2, 2.2.2, 2.3.1, 2.4.1, 2.5.1, 2.6.0, 2.7.1, 2.8.0, 2.9.1, 2.10.0, 2.11.0, 2.12.1, 2.13.0, 2.14.1, 2.15.0
+DEFAULT_VERSIONS = tuple(f"{major}.{minor}.{patch}" for (major, minor), patch in TORCH_NEWEST_PATCH.items())
 PROBE = Path("benchmarks") / "toggle_cost.py"  # in the project
 TABLE_START, TABLE_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
 

@@ -11,7 +11,8 @@ A file's name says nothing of who made it: a person lists a patch of their own, 
    refusal's remedy).
 
 Anything else may be a person's, and the export is refused, naming it. The ``From:`` header aside in 1 and 3: the
-author is what an export's ``--author`` sets, the rest of a patch is its commit's.
+author is what an export's ``--author`` sets, the rest of a patch is its commit's; and in 1 and 3 a patch converted to
+CRLF line endings is compared with its line endings as exported, which is all that such a conversion changed.
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ def unexported(
         if not path.is_file():
             continue  # nothing there to lose
         data = path.read_bytes()
-        if without_author(data) in produced.values() or _committed(path) or _copied(data, kept):
+        if _copied(data, kept) or _committed(path):
+            continue
+        data = _as_exported(data)
+        if without_author(data) in produced.values():
             continue
         same_change = _same_change(repo, path, base, branch)
         if any(without_author(formatted(commit)) == without_author(data) for commit in same_change):
@@ -64,6 +68,14 @@ def unexported(
         on_branch = out("rev-list", f"{base}..{branch}", cwd=repo).split()
         found.append(Unexported(path, name in produced, next((c for c in same_change if c in on_branch), "")))
     return found
+
+
+def _as_exported(data: bytes) -> bytes:
+    """A patch file's bytes with the line endings an export writes: a patch converted to CRLF line endings (its
+    ``From`` line, which git writes, ends in CR; the drift check names it and tells to re-export it) loses nothing by
+    being written again as exported (fifth hostile pass: the re-export it named was refused as a hand edit)."""
+    first = data.split(b"\n", 1)[0]
+    return data.replace(b"\r\n", b"\n") if data.startswith(b"From ") and first.endswith(b"\r") else data
 
 
 def _copied(data: bytes, kept: list[Path]) -> bool:

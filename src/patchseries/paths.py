@@ -44,14 +44,14 @@ class Workspace:
     options: tuple[str, ...] = ()  # --patches and --workdir as the run was given them: what a remedy's command needs
 
     def command(self, *args: str | Path) -> str:
-        """The command line of a remedy: ``python -m patchseries ARGS`` with the run's own --patches and --workdir, so
+        """The command line of a remedy: :func:`tool_command` ``ARGS`` with the run's own --patches and --workdir, so
         that it acts on the same series and work directory, run exactly as written."""
-        return f"python -m patchseries {shell(*args, *self.options)}"
+        return tool_command(*args, *self.options)
 
     def command_on(self, patches: str | Path, *args: str | Path) -> str:
         """:meth:`command` on another series folder: ``--patches patches`` and this run's own --workdir."""
         workdir = ("--workdir", self.workdir) if "--workdir" in self.options else ()
-        return f"python -m patchseries {shell(*args, '--patches', patches, *workdir)}"
+        return tool_command(*args, "--patches", patches, *workdir)
 
     @classmethod
     def default(cls, patches: Path | None = None, workdir: Path | None = None) -> Workspace:
@@ -65,6 +65,11 @@ class Workspace:
                     "checkout of lightning-compile-series, or pass --patches DIR"
                 )
             patches = root / SERIES_DIR
+        elif patches.exists() and not patches.is_dir():  # else a file in it "does not exist", or is "Not a directory"
+            # with a remedy about permissions and free space (fifth hostile pass)
+            raise SeriesError(
+                f"--patches {patches} is not a directory; pass the series folder (the one with series and base.toml)"
+            )
         env_workdir = os.environ.get(WORKDIR_ENV)
         if env_workdir and not env_workdir.strip():
             # " " would make a directory named by blanks in the current directory, as an empty --workdir is refused
@@ -76,9 +81,10 @@ class Workspace:
             workdir = Path(env_workdir) if env_workdir else (root or patches.resolve().parent) / ".work"
         workdir = workdir.resolve()
         if workdir.exists() and not workdir.is_dir():
-            raise SeriesError(
-                f"the work directory {workdir} is a file; pass a directory as --workdir (made if missing)"
-            )
+            remedy = "pass a directory as --workdir (made if missing)"
+            if not workdir_given and env_workdir:  # named where it came from (fifth hostile pass)
+                remedy = f"it comes from {WORKDIR_ENV}: set that to a directory (made if missing), or unset it"
+            raise SeriesError(f"the work directory {workdir} is a file; {remedy}")
         given = [
             *(("--patches", str(patches.resolve())) if patches_given else ()),
             *(("--workdir", str(workdir)) if workdir_given else ()),
@@ -114,6 +120,14 @@ class Workspace:
     @property
     def reports(self) -> Path:
         return self.workdir / "reports"
+
+
+def tool_command(*args: str | Path) -> str:
+    """The one place that writes a command of this tool for a person to run: ``<interpreter> -m patchseries ARGS``,
+    with the interpreter this run runs under (``.work/tool-env/bin/python``, by its absolute path). A plain ``python``
+    or ``patchseries`` is not the tool environment's in the person's shell (fifth hostile pass: every remedy failed
+    with ``No module named patchseries``); this one runs as written from any directory."""
+    return shell(sys.executable or "python3", "-m", "patchseries", *args)
 
 
 def shell(*words: str | Path) -> str:

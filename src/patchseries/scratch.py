@@ -80,6 +80,11 @@ def remove_leftover(path: Path) -> None:
         remove(path)
 
 
+def owned(path: Path) -> bool:
+    """Whether what is at ``path`` is the tool's folder its claim names (what :func:`remove` removes)."""
+    return _is_claimed(path, _recorded(path))
+
+
 def move_out(path: Path, dest: Path) -> None:
     """Rename the tool's folder ``path`` to ``dest``, its claim dropped first: a claim left by a SIGKILL must never
     name the folder that moved away, which is the tree (a person's, for ``edit``) from then on."""

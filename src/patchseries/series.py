@@ -11,6 +11,7 @@ from pathlib import Path
 from patchseries.atomic import finish_rewrite
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
+from patchseries.paths import tool_command
 
 _FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
@@ -83,7 +84,7 @@ def read_series(series_file: Path) -> list[Patch]:
     if not patches:
         raise SeriesError(
             f"{series_file} lists no patches; add the patch file names, one a line (or export a branch with "
-            "`python -m patchseries export`)"
+            f"`{tool_command('export', '--patches', series_file.parent.absolute())}`)"
         )
     return patches
 
@@ -162,6 +163,16 @@ def has_crlf(patch: Path) -> bool:
     """Whether a patch file was converted to CRLF line endings: its ``From`` line, which git writes, ends in CR."""
     with patch.open("rb") as handle:
         return handle.readline().endswith(b"\r\n")
+
+
+def crlf_problem(name: str, reexport: str | None = None) -> str:
+    """What ``check`` (a drift) and ``wheels`` (a refusal) say of the patch ``name`` converted to CRLF line endings
+    (:func:`has_crlf`): one wording, one remedy. ``reexport``: the export command, with the run's own options
+    (``Workspace.command("export")``); by default the tool's command without them."""
+    return (
+        f"{name} has CRLF line endings, which export does not write; re-export it with "
+        f"`{reexport or tool_command('export')}` (or convert it back, e.g. with dos2unix)"
+    )
 
 
 def keep_cr(patch: Path) -> list[str]:

@@ -181,11 +181,14 @@ def map_patch(patch: Patch, mapping: PackageMapping, lacks: tuple[str, ...]) -> 
     excluded: list[str] = []
     for section in file_sections(text):
         path = section_path(section)
-        if path.startswith(lacks):
-            excluded.append(path)
-            continue
-        if path.startswith(mapping.elsewhere):
-            elsewhere.append(path)
+        old = _old_path(section, path)
+        if path.startswith(lacks) or path.startswith(mapping.elsewhere):
+            if old != path and _is_rename(section) and mapping.path(old) is not None:
+                raise SeriesError(
+                    f"{patch.name} renames {old} to {path}, out of {mapping.package}, which cannot carry that rename "
+                    "(the file would stay in it); make it a deletion and an addition (git format-patch --no-renames)"
+                )
+            (excluded if path.startswith(lacks) else elsewhere).append(path)
             continue
         if mapping.path(path) is None:
             where = ", ".join(mapping.prefixes)
@@ -194,17 +197,36 @@ def map_patch(patch: Patch, mapping: PackageMapping, lacks: tuple[str, ...]) -> 
                 f"{mapping.base}, mapped as Lightning's .actions/assistant.py does); move that change into a mapped "
                 "folder or map the folder in [wheels] of base.toml"
             )
-        kept.append(_map_section(section, path, mapping))
+        if mapping.path(old) is None:
+            raise SeriesError(
+                f"{patch.name} makes {path} from {old}, which {mapping.package} does not ship, so the change cannot "
+                f"be mapped onto it; make it an addition (git format-patch --no-renames)"
+            )
+        kept.append(_map_section(section, path, old, mapping))
         paths.append(path)
     return MappedPatch(patch, "".join(kept), tuple(paths), tuple(elsewhere), tuple(excluded))
 
 
-def _map_section(section: str, path: str, mapping: PackageMapping) -> str:
-    """One file's section of a diff, with its paths and its lines' imports mapped (line counts are kept)."""
+def _old_path(section: str, path: str) -> str:
+    """The path a section's change starts from: the old path of a rename or a copy (``rename from``, ``copy from``),
+    else ``path``."""
+    paths = diff_paths(section.split("\n", 1)[0])
+    return paths[0] if paths else path
+
+
+def _is_rename(section: str) -> bool:
+    header = section.split("\n@@", 1)[0]
+    return any(line.startswith("rename from ") for line in header.splitlines())
+
+
+def _map_section(section: str, path: str, old: str, mapping: PackageMapping) -> str:
+    """One file's section of a diff, with its paths (the old one of a rename or a copy too) and its lines' imports
+    mapped (line counts are kept)."""
     if "\nGIT binary patch\n" in section:
         raise SeriesError(f"a binary change of {path} cannot be mapped onto {mapping.package}")
-    mapped_path = mapping.path(path)
+    mapped_path, mapped_old = mapping.path(path), mapping.path(old)
     assert mapped_path is not None
+    assert mapped_old is not None
     out: list[str] = []
     in_hunk = False
     for line in section.splitlines(keepends=True):
@@ -217,9 +239,15 @@ def _map_section(section: str, path: str, mapping: PackageMapping) -> str:
         elif in_hunk:
             out.append(line)  # "\ No newline at end of file", and format-patch's signature after the last hunk
         elif line.startswith("diff --git ") and diff_paths(line.rstrip("\n")) is not None:
-            out.append(f"diff --git a/{mapped_path} b/{mapped_path}\n")
-        elif line.startswith(("--- a/", "+++ b/")):
-            out.append(f"{line[:6]}{mapped_path}\n")
+            out.append(f"diff --git a/{mapped_old} b/{mapped_path}\n")
+        elif line.startswith(("rename from ", "copy from ")):
+            out.append(f"{line.split(' from ', 1)[0]} from {mapped_old}\n")
+        elif line.startswith(("rename to ", "copy to ")):
+            out.append(f"{line.split(' to ', 1)[0]} to {mapped_path}\n")
+        elif line.startswith("--- a/"):
+            out.append(f"--- a/{mapped_old}\n")
+        elif line.startswith("+++ b/"):
+            out.append(f"+++ b/{mapped_path}\n")
         elif line.startswith("index "):
             continue  # the blob ids are the unified file's; git apply without --3way does not need them
         else:

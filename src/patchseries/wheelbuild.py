@@ -37,10 +37,18 @@ from patchseries.interrupts import stage
 from patchseries.paths import Workspace
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.series import Patch, fingerprint
+from patchseries.series import Patch, crlf_problem, fingerprint, has_crlf
 from patchseries.standalone import MappedPatch, PackageMapping, WheelPin, map_patch
 from patchseries.trees import BASE_REF
-from patchseries.wheeldist import PROJECT, RECORD_NAME, check_targets, move_into, wheel_prefix
+from patchseries.wheeldist import (
+    PROJECT,
+    RECORD_NAME,
+    DistLock,
+    check_targets,
+    move_into,
+    wheel_prefix,
+    writing,
+)
 
 SERIES_REF = "refs/heads/series"
 # the installer's own summary of a failed build, after the backend's output (uv, then pip's)
@@ -69,9 +77,19 @@ class BuiltWheel:
 
 def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log) -> list[BuiltWheel]:
     """Build every package's wheel (see the module docstring) and move them into ``dist``; what was moved there."""
+    with writing(dist) as lock:  # dist/'s lock, held from the check of what is there until the wheels are in
+        return _build_wheels(ws, wheel_pin, patches, dist, log, lock)
+
+
+def _build_wheels(
+    ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log, lock: DistLock
+) -> list[BuiltWheel]:
     pin = wheel_pin.pin
     # what is in dist/ at the wheels' names first: a person's is refused before anything is downloaded or built
-    check_targets(dist, [wheel_prefix(package, wheel_pin.local_version) for package in wheel_pin.packages])
+    check_targets(dist, wheel_pin.packages, wheel_pin.local_version)
+    for patch in patches:  # as `check` names it: the mapping below reads the diff's lines, which end in CR there
+        if has_crlf(patch.path):
+            raise SeriesError(crlf_problem(patch.name, ws.command("export")))
     # every patch mapped onto every standalone package first: one without a counterpart is refused before a download
     mapped = {s.name: [map_patch(p, wheel_pin.mapping(s.name), pin.sdist_lacks) for p in patches] for s in
               wheel_pin.standalones}  # fmt: skip
@@ -103,7 +121,7 @@ def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist:
             _verify(wheel, source, wheel_pin.local_version, record, tree_dir, in_wheel)
             built.append((BuiltWheel(source.package, dist / wheel.name, tuple(in_package)), wheel))
         stage("wheels-built")
-        move_into(dist, [wheel for _, wheel in built])
+        move_into(dist, [wheel for _, wheel in built], wheel_pin.packages, lock)
     return [wheel for wheel, _ in built]
 
 

@@ -1,21 +1,34 @@
 """``dist/``, where ``patchseries wheels`` puts the wheels: all in one step or none, nothing of a person's touched.
 
-Every place a wheel goes is checked before anything is built (:func:`check_dist`): a ``--dist`` that is a file or lies
-in the work directory is refused, and so is anything at a wheel's name that is not a wheel the tool built (one whose
-``.dist-info`` carries the tool's record). The built wheels are then copied into a claimed staging folder inside
-``dist`` (:mod:`patchseries.scratch`: a person's folder of that name is refused, a killed run's is removed), and
-renamed into place one by one; a failure or an interrupt on the way undoes the renames already done, putting back the
-tool's earlier wheels they replaced (kept as hard links, so the very same files).
+Every place a wheel goes is checked before anything is built (:func:`check_dist`, :func:`check_targets`): a ``--dist``
+that is a file, lies in the work directory or has a control character in its path is refused, and so is anything at a
+wheel's name that is not a wheel exactly as the tool built it (:func:`wheel_problem`: every member listed in its
+``RECORD`` with its sha256 and size, nothing listed missing, and the tool's record in its ``.dist-info``).
+
+A run holds the lock of ``dist`` (:class:`DistLock`: ``flock`` of the folder itself, shared by every work directory)
+from that check until its wheels are in: a second run into the same ``dist`` is refused at once, so no run ever sees
+another's staging folder half-way. The built wheels are copied into a claimed staging folder inside ``dist``
+(:mod:`patchseries.scratch`) and renamed into place one by one; a failure or an interrupt on the way undoes the renames
+already done, putting back the tool's earlier wheels they replaced (kept as hard links, so the very same files). A
+staging folder found under the lock is what a killed run left (:func:`_leftover`): it is removed only when all of it
+is the tool's, after each wheel it kept aside is put back (the only copy, once the killed run renamed its new wheel
+over it); anything else in it is refused by name.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import csv
+import fcntl
+import hashlib
+import io
 import json
 import os
+import re
 import shutil
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from patchseries import scratch
@@ -26,6 +39,8 @@ from patchseries.paths import Workspace, kept_path, shell
 RECORD_NAME = "patch-series.json"  # in each wheel's .dist-info: importlib.metadata reads it without importing torch
 PROJECT = "lightning-compile-series"  # the record's "project": what marks a wheel as the tool's
 STAGING = ".patchseries-wheels.partial"  # in dist: the finished wheels are copied here before any is renamed in
+REPLACED = "replaced"  # in the staging folder: the tool's earlier wheels the new ones replace, until all are in
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a newline in a path: no one-line error can name it for a shell
 
 
 def default_dist(ws: Workspace) -> Path:
@@ -39,9 +54,15 @@ def wheel_prefix(package: str, local_version: str) -> str:
 
 
 def check_dist(dist: Path, ws: Workspace, writes: bool) -> None:
-    """Refuse a ``--dist`` that cannot hold the wheels, before anything is made: a file, or (for ``writes``, the
-    build) a folder in the work directory, whose trees the tool refuses once changed and whose other folders it
-    removes and rebuilds (fifth hostile pass: a ``--dist`` in a tool's tree made every later run refuse the tree)."""
+    """Refuse a ``--dist`` that cannot hold the wheels, before anything is made: a path with a control character (a
+    newline: no one-line error, and no remedy run by a shell, can name it), a file, or (for ``writes``, the build) a
+    folder in the work directory, whose trees the tool refuses once changed and whose other folders it removes and
+    rebuilds (fifth hostile pass: a ``--dist`` in a tool's tree made every later run refuse the tree)."""
+    if _CONTROL.search(str(dist)):
+        raise SeriesError(
+            f"--dist {str(dist)!r} has a control character (a newline, a tab, ...) in its path, which no one-line "
+            "error and no remedy printed for a shell can name; pass a folder whose path has none"
+        )
     if dist.exists() and not dist.is_dir():
         raise SeriesError(f"--dist {dist} is a file; pass the folder of the wheels")
     if writes and (dist == ws.workdir or ws.workdir in dist.parents):
@@ -51,48 +72,196 @@ def check_dist(dist: Path, ws: Workspace, writes: bool) -> None:
         )
 
 
-def check_targets(dist: Path, prefixes: Iterable[str]) -> None:
-    """Refuse anything in ``dist`` named as a wheel the run makes (``<prefix>*.whl``) that the tool did not build."""
+class DistLock:
+    """The lock of a ``dist`` folder: ``flock`` of the folder itself, so that runs from every work directory share it
+    and no file of the tool's is added to ``dist``; held until :meth:`release` (the kernel drops it when the process
+    ends, however it ends). A second run is refused at once, naming the folder and the run that holds it."""
+
+    def __init__(self, dist: Path) -> None:
+        self.dist = dist
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, make: bool) -> None:
+        """Hold the lock; ``make``: make ``dist`` first if it is missing (else a missing ``dist`` is not locked yet)."""
+        while self._fd is None:
+            if make:
+                self.dist.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(self.dist, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                if make:
+                    continue  # removed between the two calls: made again
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _flock_holder(os.fstat(fd))
+                os.close(fd)
+                raise SeriesError(
+                    f"another patchseries run{holder} is writing wheels into {self.dist} (it holds that folder's "
+                    "lock); wait for it to end and re-run, or pass another --dist; nothing was written to dist/"
+                ) from None
+            # the folder locked must be the one at the path: a run that held it may have removed it (empty) since
+            if _same(os.fstat(fd), self.dist):
+                self._fd = fd
+            else:
+                os.close(fd)
+                if not make:
+                    return
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+@contextlib.contextmanager
+def writing(dist: Path) -> Iterator[DistLock]:
+    """The lock of ``dist`` for a run that writes wheels into it: taken now if ``dist`` exists (so that what is there
+    is checked and stays so until the wheels are in), else by :func:`move_into` once it makes ``dist``."""
+    lock = DistLock(dist)
+    try:
+        lock.acquire(make=False)
+        yield lock
+    finally:
+        lock.release()
+
+
+def _same(status: os.stat_result, path: Path) -> bool:
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (status.st_dev, status.st_ino)
+
+
+def _flock_holder(status: os.stat_result) -> str:
+    """`` (pid N)``: the process that holds the ``flock`` of the file ``status`` describes, read from ``/proc/locks``
+    (Linux); ``""`` where it is not known."""
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return ""
+    wanted = (os.major(status.st_dev), os.minor(status.st_dev), status.st_ino)
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK" or "->" in fields:
+            continue
+        try:
+            major, minor, inode = fields[5].split(":")
+            if (int(major, 16), int(minor, 16), int(inode)) == wanted:
+                return f" (pid {int(fields[4])})"
+        except ValueError:
+            continue
+    return ""
+
+
+def check_targets(dist: Path, packages: Iterable[str], local_version: str) -> None:
+    """Refuse anything in ``dist`` named as a wheel the run makes (``<package>-<local_version>-*.whl``) that is not a
+    wheel as the tool built it, and a staging folder a killed run left that holds anything not the tool's."""
     if not dist.is_dir():
         return
-    for prefix in prefixes:
-        for path in sorted(dist.glob(f"{prefix}*.whl")):
+    packages = tuple(packages)
+    _leftover(dist / STAGING, dist, packages)  # refuses; puts nothing back yet
+    for package in packages:
+        for path in sorted(dist.glob(f"{wheel_prefix(package, local_version)}*.whl")):
             check_target(path)
 
 
 def check_target(target: Path) -> None:
-    """``target`` is free, or a wheel the tool built (replaced by the new one); anything else may be a person's."""
-    if not (target.exists() or target.is_symlink()) or is_tool_wheel(target):
+    """``target`` is free, or a wheel exactly as the tool built it (replaced by the new one); anything else may be a
+    person's: a wheel of theirs, or one of the tool's that they changed (a file added with ``zip``)."""
+    if not (target.exists() or target.is_symlink()):
+        return
+    problem = wheel_problem(target)
+    if not problem:
         return
     raise SeriesError(
-        f"{target} is in the way: a wheel goes there, and what is there is not one the tool built (no {RECORD_NAME} "
-        f"of the tool's in it), which may be yours; move it away ({shell('mv', target, kept_path(target))}) and "
-        "re-run; nothing was written to dist/"
+        f"{target} is in the way: a wheel goes there, and what is there is not a wheel as the tool built it "
+        f"({problem}), which may be yours; move it away ({shell('mv', target, kept_path(target))}) and re-run; "
+        "nothing was written to dist/"
     )
 
 
 def is_tool_wheel(path: Path) -> bool:
-    """Whether ``path`` is a wheel file whose ``.dist-info`` carries the tool's record of the series."""
-    if path.is_symlink() or not path.is_file():
-        return False
+    """Whether ``path`` is a wheel exactly as the tool built it (:func:`wheel_problem`)."""
+    return not wheel_problem(path)
+
+
+def wheel_problem(path: Path) -> str:
+    """What makes ``path`` other than a wheel exactly as the tool built it, or ``""``.
+
+    Such a wheel is a zip file whose every member (its ``.dist-info/RECORD`` aside) its ``RECORD`` lists with the
+    member's sha256 and size, whose ``RECORD`` lists no member it lacks, and whose ``.dist-info`` carries the tool's
+    record (:data:`RECORD_NAME`, naming :data:`PROJECT`): a member added, removed or changed after the build (``zip
+    WHEEL MYNOTE.txt``) makes it a person's.
+    """
+    if path.is_symlink():
+        return "a link"
+    if path.is_dir():
+        return "a folder"
+    if not path.is_file():
+        return "not a file"
     try:
         with zipfile.ZipFile(path) as archive:
-            names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{RECORD_NAME}")]
-            record = json.loads(archive.read(names[0])) if len(names) == 1 else None
-    except (zipfile.BadZipFile, ValueError, OSError, KeyError):
-        return False
-    return isinstance(record, dict) and record.get("project") == PROJECT
+            names = archive.namelist()
+            if len(set(names)) != len(names):
+                return "a member is in it twice"
+            records = [name for name in names if name.count("/") == 1 and name.endswith(".dist-info/RECORD")]
+            if len(records) != 1:
+                return "no .dist-info/RECORD" if not records else "more than one .dist-info/RECORD"
+            record = records[0]
+            listed = _record_rows(archive.read(record))
+            for name in names:
+                if name == record:
+                    continue
+                if name not in listed:
+                    return f"its {name} is not in its RECORD"
+                data = archive.read(name)
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                if listed[name] != (f"sha256={digest}", str(len(data))):
+                    return f"its {name} is not as its RECORD lists it"
+            missing = sorted(set(listed) - set(names))
+            if missing:
+                return f"its RECORD lists {missing[0]}, which it lacks"
+            ours = f"{record.rsplit('/', 1)[0]}/{RECORD_NAME}"
+            series = json.loads(archive.read(ours)) if ours in names else None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, csv.Error) as exc:
+        return f"not a readable wheel: {exc}"
+    if not isinstance(series, dict) or series.get("project") != PROJECT:
+        return f"no {RECORD_NAME} of the tool's in it"
+    return ""
 
 
-def move_into(dist: Path, wheels: list[Path]) -> None:
-    """Put ``wheels`` (built and checked) into ``dist``, all of them or none (module docstring)."""
+def _record_rows(data: bytes) -> dict[str, tuple[str, str]]:
+    """A wheel's ``RECORD``: each path with its hash and size (``""`` for the ``RECORD`` itself)."""
+    rows: dict[str, tuple[str, str]] = {}
+    for row in csv.reader(io.StringIO(data.decode())):
+        if not row:
+            continue
+        if len(row) != 3 or row[0] in rows:
+            raise ValueError(f"its RECORD has a malformed line: {','.join(row)}")
+        rows[row[0]] = (row[1], row[2])
+    return rows
+
+
+def move_into(dist: Path, wheels: list[Path], packages: Iterable[str], lock: DistLock) -> None:
+    """Put ``wheels`` (built and checked) into ``dist``, all of them or none (module docstring), under ``lock``."""
     made = not dist.exists()
-    for wheel in wheels:
-        check_target(dist / wheel.name)
-    dist.mkdir(parents=True, exist_ok=True)
+    lock.acquire(make=True)  # held from here on (if it was not already): no other run writes dist/ meanwhile
     staging = dist / STAGING
     try:
-        scratch.claim(staging)  # a person's folder of that name is refused; a killed run's is removed
+        restores = _leftover(staging, dist, tuple(packages))
+        for wheel in wheels:
+            check_target(dist / wheel.name)
+        for backup, target in restores:  # a killed run's: its earlier wheels back where they were
+            os.replace(backup, target)
+            stage("wheel-restored")
+        scratch.claim(staging)  # removes the killed run's leftover (checked above: all of it the tool's)
         try:
             scratch.make_dir(staging, marked=True)
             for wheel in wheels:
@@ -107,9 +276,63 @@ def move_into(dist: Path, wheels: list[Path]) -> None:
                 dist.rmdir()  # only when empty: the run failed before a wheel went in
 
 
+def _leftover(staging: Path, dist: Path, packages: tuple[str, ...]) -> list[tuple[Path, Path]]:
+    """Check a staging folder a killed run left in ``dist`` (read under the lock of ``dist``, which no live run then
+    holds); what to put back: each wheel it kept aside (``replaced/``) whose place in ``dist`` no longer holds it.
+
+    It is removed only when it is the tool's (its claim names it) and every entry in it is one the tool makes there:
+    its mark, wheels of ``packages``, and ``replaced/`` with such wheels. Anything else is refused by name, and so is
+    anything but a wheel as the tool built it where a kept wheel goes back: nothing is changed then.
+    """
+    if not (staging.exists() or staging.is_symlink()):
+        return []
+    remedy = f"move it away ({shell('mv', staging, kept_path(staging))}) and re-run; nothing was written to dist/"
+    if not scratch.owned(staging):
+        raise SeriesError(
+            f"{staging} is in the way: the tool stages its wheels under that name and did not make what is there, "
+            f"which may be yours; {remedy}"
+        )
+    replaced = staging / REPLACED
+    entries = [(entry, entry.name == REPLACED) for entry in sorted(staging.iterdir()) if entry.name != scratch.MARK]
+    if replaced.is_dir() and not replaced.is_symlink():
+        entries += [(entry, False) for entry in sorted(replaced.iterdir())]
+    for entry, is_folder in entries:
+        made = is_folder and entry.is_dir() and not entry.is_symlink()
+        wheel = not is_folder and _is_wheel_name(entry.name, packages) and entry.is_file() and not entry.is_symlink()
+        if not (made or wheel):
+            raise SeriesError(
+                f"{entry} is in the staging folder that a killed run of the tool left, and the tool did not make it, "
+                f"which may be yours; so the folder is left as it is (with the wheels it kept aside): {remedy}"
+            )
+    restores = []
+    for backup in sorted(replaced.iterdir()) if replaced.is_dir() else []:
+        target = dist / backup.name
+        if target.exists() and not target.is_symlink() and os.path.samefile(backup, target):
+            continue  # a second name of the wheel that is still in place
+        kept = wheel_problem(backup)
+        if kept:
+            raise SeriesError(
+                f"{backup} is in the staging folder that a killed run of the tool left, and it is not a wheel as the "
+                f"tool built it ({kept}), which may be yours; so the folder is left as it is: {remedy}"
+            )
+        problem = wheel_problem(target) if target.exists() or target.is_symlink() else ""
+        if problem:
+            raise SeriesError(
+                f"{target} is in the way: a killed run of the tool replaced the wheel there, kept in {backup}, and "
+                f"what is there now is not a wheel as the tool built it ({problem}), which may be yours; move it "
+                f"away ({shell('mv', target, kept_path(target))}) and re-run; nothing was written to dist/"
+            )
+        restores.append((backup, target))
+    return restores
+
+
+def _is_wheel_name(name: str, packages: tuple[str, ...]) -> bool:
+    return name.endswith(".whl") and any(name.startswith(f"{package}-") for package in packages)
+
+
 def _rename_all(staging: Path, dist: Path, names: list[str]) -> None:
     """Rename each staged wheel into ``dist``; on any failure undo the renames done, the replaced wheels put back."""
-    kept = staging / "replaced"
+    kept = staging / REPLACED
     kept.mkdir()
     done: list[tuple[Path, Path | None]] = []
     try:
