@@ -394,7 +394,8 @@ def test_a_crlf_series_file_is_drift(synthetic):
 
     assert read_series(synthetic.ws.series_file)  # still readable
     assert _drift(synthetic) == [
-        f"series file has CRLF line endings, which export does not write; re-export with `{TOOL} export`"
+        f"series file has CRLF line endings, which export does not write; convert it back with `perl -pi -e "
+        f"'s/\\r$//' {synthetic.ws.series_file}`, or re-export it from your edit tree with `{TOOL} export`"
     ]
 
 
@@ -406,8 +407,8 @@ def test_a_crlf_patch_is_named_as_crlf_and_the_rest_is_still_checked(synthetic):
     problems = _drift(synthetic)
 
     assert problems == [
-        f"{first.name} has CRLF line endings, which export does not write; re-export it with `{TOOL} export` "
-        "(or convert it back, e.g. with dos2unix)",
+        f"{first.name} has CRLF line endings, which export does not write; convert it back with `perl -pi -e "
+        f"'s/\\r$//' {first}`, or re-export it from your edit tree with `{TOOL} export`",
         f"{second.name} differs from a fresh export; re-export it with `{TOOL} export`",
     ]
 

@@ -91,6 +91,26 @@ def test_d2_export_never_removes_a_listed_patch_that_no_export_wrote(synthetic, 
         assert sorted(patches.glob("0003-*.patch"))[0].read_bytes() == mine_bytes
 
 
+def test_r2_export_never_removes_a_listed_byte_copy_of_an_exported_patch(synthetic):
+    """The re-check: an exact copy of an exported patch under a name of the person's own, listed in ``series``, was
+    removed (its bytes lived on in the original, but the person's file and its line in ``series`` went)."""
+    patches, series = synthetic.ws.patches, synthetic.ws.series_file
+    original = sorted(patches.glob("0002-*.patch"))[0]
+    own = patches / "0003-my-own.patch"
+    own.write_bytes(original.read_bytes())
+    series.write_text(series.read_text() + f"{own.name}\n")
+    before = _files(patches)
+
+    error = _error(synthetic.run("export"))
+
+    assert f"{own}" in error
+    assert _files(patches) == before
+    assert _shell(_between(error, "cp ")).returncode == 0  # keep a copy, as it says: then the export runs
+    exported = synthetic.run("export")
+    assert exported.returncode == 0, exported.stderr
+    assert own.with_name(own.name + ".mine").read_bytes() == original.read_bytes()
+
+
 def test_d5_a_second_refusals_move_names_a_free_folder(synthetic):
     trees = synthetic.ws.trees
     tree = trees / "sdist-1.0"
@@ -235,8 +255,11 @@ def test_h4_a_printed_remedy_runs_in_a_shell_whose_python_is_not_the_tools(synth
     assert "--checkout" in helped.stdout
 
 
+@pytest.mark.parametrize("remedy_index", [0, 1], ids=["convert_back", "reexport"])
 @pytest.mark.parametrize("converted", ["series", "patch"])
-def test_h5_checks_drift_remedy_runs_as_written_with_the_runs_options(synthetic, tmp_path, converted):
+def test_h5_checks_drift_remedy_runs_as_written_with_the_runs_options(synthetic, tmp_path, converted, remedy_index):
+    """Both remedies of a CRLF drift work as written: converting the file back (which needs no edit tree: the re-check
+    found the export remedy failing where none exists) and re-exporting with the run's own options."""
     env, here = _without_the_tool(tmp_path)
     target = synthetic.ws.series_file if converted == "series" else sorted(synthetic.ws.patches.glob("*.patch"))[0]
     exported = target.read_bytes()
@@ -247,10 +270,12 @@ def test_h5_checks_drift_remedy_runs_as_written_with_the_runs_options(synthetic,
     assert checked.returncode == 1, checked.stdout + checked.stderr
     drift = [line for line in checked.stdout.splitlines() if line.startswith("drift:")]
     assert len(drift) == 1, checked.stdout
-    remedy = drift[0].split("`")[1]
+    convert, reexport = drift[0].split("`")[1::2]
+    assert str(target) in convert, convert
     # its own series and work directory (run without them, it would act on the project's patches/)
-    assert f"--patches {synthetic.ws.patches}" in remedy, remedy
-    assert f"--workdir {synthetic.ws.workdir}" in remedy, remedy
+    assert f"--patches {synthetic.ws.patches}" in reexport, reexport
+    assert f"--workdir {synthetic.ws.workdir}" in reexport, reexport
+    remedy = (convert, reexport)[remedy_index]
     rerun = _their_shell(remedy, env, here)
     assert rerun.returncode == 0, f"{remedy}\n{rerun.stderr}"
     assert target.read_bytes() == exported

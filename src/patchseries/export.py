@@ -446,7 +446,7 @@ def drift_report(
             excludes = [f"--exclude={path}" for path in left_out]
             source = patch.path
             if has_crlf(patch.path):  # `git am` strips the CRs, `git apply` does not: check the rest on LF
-                report.problems.append(crlf_problem(patch.name, reexport))
+                report.problems.append(crlf_problem(patch.path, reexport))
                 source = Path(tmp) / patch.name
                 source.write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
             # cr-at-eol: a file's CRLF line endings are its own, no whitespace error
@@ -491,7 +491,7 @@ def _differences(
             problems.append(f"{name} differs from a fresh export; re-export it with `{reexport}`")
     series = (patches_dir / "series").read_bytes().decode()  # as it is: read_text() would turn CRLF into LF
     if "\r" in series:
-        problems.append(f"series file has CRLF line endings, which export does not write; re-export with `{reexport}`")
+        problems.append(crlf_problem(patches_dir / "series", reexport, name="series file"))
     elif renumbered:  # the fresh series lacks the skipped patches: check the committed one's form instead
         numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]
         expected = SERIES_HEADER + "".join(f"{p.name}\n" for p in patches)

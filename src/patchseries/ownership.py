@@ -3,20 +3,26 @@
 A file's name says nothing of who made it: a person lists a patch of their own, ``0015-my-own.patch``, in ``series``
 (fifth hostile pass: an export deleted it silently). So an export replaces a file only when its bytes are
 
-1. what this export writes anyway, under any name;
+1. what this export writes anyway, under its name (less the number: ``0010-`` for ``0011-``), or under another name
+   when no other listed file holds those bytes (a patch of the person's that they put on the branch, exported under
+   its commit's subject);
 2. its committed version in the project's git (``HEAD`` or the index), which git keeps; or
-3. what an export of a commit of the exported repository writes, a commit of its branch or of its reflogs: an earlier
-   export of a commit since reworded or amended, which that repository keeps; or
+3. what an export of a commit of the exported repository writes, a commit of its branch or of its reflogs, under the
+   name an export gives that commit, less its number: an earlier export of a commit since reworded or amended, which
+   that repository keeps; or
 4. those of another file of the folder that the export leaves as it is: a copy the person kept (``cp F F.mine``, the
    refusal's remedy).
 
-Anything else may be a person's, and the export is refused, naming it. The ``From:`` header aside in 1 and 3: the
+Anything else may be a person's, and the export is refused, naming it: also a byte copy of an exported patch under a
+name of the person's own (``cp 0015-X.patch 0016-my-own.patch``, listed in ``series``: the re-check of the fifth
+hostile pass), whose name no export gives. The ``From:`` header aside in 1 and 3: the
 author is what an export's ``--author`` sets, the rest of a patch is its commit's; and in 1 and 3 a patch converted to
 CRLF line endings is compared with its line endings as exported, which is all that such a conversion changed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +58,14 @@ def unexported(
     produced = {path.name: without_author(path.read_bytes()) for path in written}
     kept = [path for path in folder.iterdir() if path.name not in {*listed, *produced} and path.is_file()]
     found = []
+
+    def others(name: str) -> list[bytes]:  # what the other listed files hold, as exported
+        return [
+            without_author(_as_exported((folder / n).read_bytes()))
+            for n in listed
+            if n != name and (folder / n).is_file()
+        ]
+
     for name in listed:
         path = folder / name
         if not path.is_file():
@@ -60,14 +74,31 @@ def unexported(
         if _copied(data, kept) or _committed(path):
             continue
         data = _as_exported(data)
-        if without_author(data) in produced.values():
+        made = [made for made, bytes_ in produced.items() if bytes_ == without_author(data)]
+        if made and (any(_slug(m) == _slug(name) for m in made) or without_author(data) not in others(name)):
             continue
         same_change = _same_change(repo, path, base, branch)
-        if any(without_author(formatted(commit)) == without_author(data) for commit in same_change):
+        if any(
+            without_author(formatted(commit)) == without_author(data) and _named_for(repo, commit, name)
+            for commit in same_change
+        ):
             continue
         on_branch = out("rev-list", f"{base}..{branch}", cwd=repo).split()
         found.append(Unexported(path, name in produced, next((c for c in same_change if c in on_branch), "")))
     return found
+
+
+def _slug(name: str) -> str:
+    """A patch file's name less its number and extension: what ``git format-patch`` makes of the subject."""
+    stem = name.removesuffix(".patch")
+    return stem.split("-", 1)[1] if re.match(r"\d{4}-", stem) else stem
+
+
+def _named_for(repo: Path, commit: str, name: str) -> bool:
+    """Whether ``name`` is what an export names ``commit``'s patch, less its number: ``format-patch`` writes the
+    subject as ``git log --format=%f`` gives it, cut to its file name length."""
+    slug = _slug(name)
+    return bool(slug) and out("log", "-1", "--format=%f", commit, cwd=repo).startswith(slug)
 
 
 def _as_exported(data: bytes) -> bytes:

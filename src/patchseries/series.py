@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,13 +166,16 @@ def has_crlf(patch: Path) -> bool:
         return handle.readline().endswith(b"\r\n")
 
 
-def crlf_problem(name: str, reexport: str | None = None) -> str:
-    """What ``check`` (a drift) and ``wheels`` (a refusal) say of the patch ``name`` converted to CRLF line endings
-    (:func:`has_crlf`): one wording, one remedy. ``reexport``: the export command, with the run's own options
-    (``Workspace.command("export")``); by default the tool's command without them."""
+def crlf_problem(path: Path, reexport: str | None = None, name: str | None = None) -> str:
+    """What ``check`` (a drift) and ``wheels`` (a refusal) say of the file at ``path`` (a patch, or ``series``)
+    converted to CRLF line endings (:func:`has_crlf`): one wording, one remedy. The conversion back comes first, as it
+    works as written whether or not an edit tree exists to export from (fifth hostile pass, re-check); ``reexport``:
+    the export command, with the run's own options (``Workspace.command("export")``); by default the tool's command
+    without them."""
+    convert = f"perl -pi -e 's/\\r$//' {shlex.quote(str(path))}"
     return (
-        f"{name} has CRLF line endings, which export does not write; re-export it with "
-        f"`{reexport or tool_command('export')}` (or convert it back, e.g. with dos2unix)"
+        f"{name or path.name} has CRLF line endings, which export does not write; convert it back with `{convert}`, "
+        f"or re-export it from your edit tree with `{reexport or tool_command('export')}`"
     )
 
 

@@ -89,7 +89,7 @@ def _build_wheels(
     check_targets(dist, wheel_pin.packages, wheel_pin.local_version)
     for patch in patches:  # as `check` names it: the mapping below reads the diff's lines, which end in CR there
         if has_crlf(patch.path):
-            raise SeriesError(crlf_problem(patch.name, ws.command("export")))
+            raise SeriesError(crlf_problem(patch.path, ws.command("export")))
     # every patch mapped onto every standalone package first: one without a counterpart is refused before a download
     mapped = {s.name: [map_patch(p, wheel_pin.mapping(s.name), pin.sdist_lacks) for p in patches] for s in
               wheel_pin.standalones}  # fmt: skip
