@@ -58,6 +58,20 @@ def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) 
     return subprocess.run(command, capture_output=True, text=True, check=False, cwd=cwd, env=env)
 
 
+def one_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """The run's only ``error:`` line: a refusal is one line and exit status 2, never a traceback."""
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    return errors[0]
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes: what a refusal must leave as it was."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 def make_sdist(directory: Path, files: dict[str, str], root: str = "fakelib-1.0") -> Path:
     archive = directory / f"{root}.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import RELEASE_FILES, TOOL, Synthetic, cli, commit, git, make_sdist, write_pin
+from conftest import files_of as _files
+from conftest import one_error as _error
 from patchseries.export import format_one
 
 CORE = "src/fakelib/core.py"
@@ -24,18 +26,6 @@ PERSON = {
     "GIT_COMMITTER_NAME": "Person",
     "GIT_COMMITTER_EMAIL": "person@example.com",
 }
-
-
-def _error(proc: subprocess.CompletedProcess[str]) -> str:
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, proc.stdout + proc.stderr
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr
-    return errors[0]
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _shell(command: str) -> subprocess.CompletedProcess[str]:
