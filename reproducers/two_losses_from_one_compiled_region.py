@@ -15,10 +15,11 @@ two ``manual_backward`` calls fails the same way on plain Lightning 2.6.6.
 The remedy users should use is a compiled call per loss (in Lightning: a method per optimizer's loss, each called
 under its own toggle), which gives eager's gradients. ``retain_graph=True`` on the first backward is no remedy: it keeps
 the whole graph's saved tensors alive until the second backward where it works, and recent torch refuses it for graphs
-compiled with donated buffers (2.15.0: "This backward function was compiled with non-empty donated buffers"). The
+compiled with donated buffers (2.8.0, 2.15.0: "This backward function was compiled with non-empty donated buffers"). The
 script prints one row per variant, then ``BUG`` and exits 1 when the compiled row fails as described, ``NOT
 REPRODUCED`` and 0 when it does not, and ``REMEDY WRONG`` and 2 when the remedy's gradients differ from eager's. Seen
-(aot_eager, CPU): ``BUG`` on torch 2.1.2 and 2.15.0, the remedy right on both.
+(aot_eager, CPU): ``BUG`` on torch 2.1.2, 2.8.0 and 2.15.0, the remedy right on each; ``retain_graph=True`` works on
+2.1.2 and is refused on 2.8.0 and 2.15.0.
 """
 
 from __future__ import annotations
