@@ -456,13 +456,30 @@ def table(
 
 
 KEEP_OUT_SETS = ("", "manual_backward", "step", "step,manual_backward")
+# the starts of the subjects of the series' patches that keep a helper out of Dynamo (release 0006-0008)
+KEEP_OUT_SUBJECTS = (
+    "Run a closure-less optimizer step outside Dynamo",
+    "Keep LightningModule.clip_gradients out of Dynamo",
+    "Keep LightningModule.manual_backward out of Dynamo",
+)
+
+
+def before_keep_out(tree: Path) -> str:
+    """The series just before its first patch that keeps a helper out of Dynamo: the fixes before it applied, no helper
+    kept out but by ``--keep-out`` (found by subject, as the series has patches after them; refused if none)."""
+    if not (tree / ".git").exists():  # git would search the directories above it for a repository
+        refuse(f"{tree} is not a git tree with the branches base and series (the main job's tree)")
+    commits = _git(tree, "log", "--reverse", "--format=%H%x09%s", "base..series").splitlines()
+    for commit, subject in (line.split("\t", 1) for line in commits):
+        if subject.startswith(KEEP_OUT_SUBJECTS):
+            return f"{commit}~1"
+    refuse(f"{tree}'s series has no patch that keeps a helper out of Dynamo (subjects starting {KEEP_OUT_SUBJECTS})")
 
 
 def helpers_table(pythons: list[str], tree: Path, backends: list[str], steps: int, threads: int = 1) -> str:
-    """Each helper kept out of Dynamo alone and together, at run time, on the series before its last patch (the
-    patch that keeps ``step`` and ``manual_backward`` out): one round per torch, backend and set, a plain-text table
-    for the patch message."""
-    before_last = _git(tree, "rev-parse", "series~1")
+    """Each helper kept out of Dynamo alone and together, at run time, on the series before its first patch that
+    keeps one out (:func:`before_keep_out`): one round per torch, backend and set, a plain-text table."""
+    before_last = _git(tree, "rev-parse", before_keep_out(tree))
     lines = [
         f"{'kept out':<22}{'backend':<10}{'torch':<8}{'graphs':>6}{'breaks':>7}{'warm-up s':>10}{'step ms':>8}"
         f"{'diff':>9}{'recomp':>7}"
@@ -550,7 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
     rows.add_argument(
         "--against", action="append", default=[], metavar="LABEL=PATH", help="another Lightning tree to measure"
     )
-    per_helper = commands.add_parser("helpers", help="each helper kept out alone and together, before the last patch")
+    per_helper = commands.add_parser(
+        "helpers", help="each helper kept out alone and together, before the patches that keep one out"
+    )
     per_helper.add_argument("--python", action="append", required=True, help="one per torch version to measure")
     per_helper.add_argument("--tree", type=Path, required=True, help="the main job's tree (branches base and series)")
     per_helper.add_argument("--backends", default="inductor,aot_eager", help="comma-separated")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -73,3 +74,49 @@ def test_the_docs_page_has_the_markers_the_table_writes(compile_cost):
 
     assert text.count(compile_cost.TABLE_BEGIN) == text.count(compile_cost.TABLE_END) == 1
     assert text.index(compile_cost.TABLE_BEGIN) < text.index(compile_cost.TABLE_END)
+
+
+def _git(tree: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(tree), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _series_tree(tmp_path: Path, subjects: list[str]) -> Path:
+    """A tree with the branch base, then the branch series: a commit per subject."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    _git(tree, "init", "-q", "-b", "base")
+    _git(tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "Lightning 2.6.6")
+    _git(tree, "checkout", "-q", "-b", "series")
+    for subject in subjects:
+        _git(tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", subject)
+    return tree
+
+
+def test_the_helpers_are_measured_before_the_first_patch_that_keeps_one_out_not_before_the_last_patch(
+    compile_cost, tmp_path
+):
+    tree = _series_tree(
+        tmp_path,
+        [
+            "Keep LightningModule.optimizers() out of Dynamo before torch 2.4",
+            "Run a closure-less optimizer step outside Dynamo before torch 2.4",
+            "Keep LightningModule.manual_backward out of Dynamo",
+            "Make nested optimizer toggles restore what each toggle found",
+        ],
+    )
+
+    revision = compile_cost.before_keep_out(tree)
+
+    assert _git(tree, "log", "-1", "--format=%s", revision) == (
+        "Keep LightningModule.optimizers() out of Dynamo before torch 2.4"
+    )
+
+
+def test_a_series_that_keeps_no_helper_out_is_refused(compile_cost, tmp_path, capsys):
+    tree = _series_tree(tmp_path, ["Another patch"])
+
+    with pytest.raises(SystemExit) as exited:
+        compile_cost.before_keep_out(tree)
+
+    assert exited.value.code == 2
+    assert "series has no patch that keeps a helper out of Dynamo" in capsys.readouterr().err

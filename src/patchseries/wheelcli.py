@@ -101,7 +101,8 @@ def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
     print(f"built {len(built)} wheels of {wheel_pin.pin.name} {wheel_pin.local_version} (series v"
           f"{wheel_pin.series_version}, {len(patches)} patches):")  # fmt: skip
     for wheel in built:
-        print(f"  {wheel.path}  ({len(wheel.patches)} patches in it)")
+        count = len(wheel.patches)
+        print(f"  {wheel.path}  ({count} patch{'es' if count != 1 else ''} in it)")
     if not wheel_pin.is_released:
         print(f"note: the series is not the one recorded for series v{wheel_pin.series_version} ([wheels] fingerprint "
               f"of {ws.pin_file}), so its wheels are {wheel_pin.local_version}, not {wheel_pin.released}; to release "
