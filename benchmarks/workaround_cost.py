@@ -101,7 +101,7 @@ def what_it_does(torch_version: str) -> str:
     """What ``0014`` does on this torch while compiling."""
     minor = tuple(int(part) for part in torch_version.split(".")[:2])
     if minor >= (2, 12):
-        return "nothing (torch fixed)"
+        return "nothing (does not reproduce on 2.12+)"
     if minor >= (2, 5):
         return "refreshes guards at each toggle"
     return "marks submodules at the first toggle"
