@@ -1,6 +1,6 @@
 """What one ``toggle_optimizer`` + ``untoggle_optimizer`` pair costs on a module with many submodules.
 
-Release patch 0014 makes the toggles re-insert a key in the ``_parameters`` dict of every module whose parameters they
+Release patch 0013 makes the toggles re-insert a key in the ``_parameters`` dict of every module whose parameters they
 flip, on torch 2.5 to 2.11 and only once Dynamo has compiled something, and before 2.5 look for unmarked submodules
 (pytorch/pytorch#139476), marking them once the ``LightningModule`` is compiled. This prints the cost of a toggle pair
 before and after a first compile, and with the module compiled, so that the overhead is a figure, not a guess. Run it

@@ -1,16 +1,16 @@
-"""What the release-only workaround of pytorch#139476 (release patch ``0014``) costs where it acts, with and without it.
+"""What the release-only workaround of pytorch#139476 (release patch ``0013``) costs where it acts, with and without it.
 
-``0014`` acts only while compiling, before torch 2.12: on torch 2.2 to 2.4 the first toggle marks the submodules to be
+``0013`` acts only while compiling, before torch 2.12: on torch 2.2 to 2.4 the first toggle marks the submodules to be
 traced with guards (warm-up), on 2.5 to 2.11 every toggle and untoggle after the first compile touches the
 ``_parameters`` dicts of the modules it flips (every step). Each torch (one ``--python`` each) and size is measured on
-two GANs, with the series up to ``0014`` and up to the patch before it (exported with ``git archive``; the tree is only
-read; the patches after ``0014`` are in neither), the pair back to back in each round:
+two GANs, with the series up to ``0013`` and up to the patch before it (exported with ``git archive``; the tree is only
+read; the patches after ``0013`` are in neither), the pair back to back in each round:
 
 - the GAN of ``compile_cost.py`` (generator's phase first, each phase's loss in a method of its own) compiled as a
-  whole, ``torch.compile(model)``: trains like eager without ``0014``, which only costs here;
+  whole, ``torch.compile(model)``: trains like eager without ``0013``, which only costs here;
 - DCGAN's order (the discriminator's phase first, its loss on generated samples too) with the networks compiled on
-  their own: the generator runs under both toggles, and without ``0014`` the first compiled graph, traced with the
-  generator frozen, is reused when it trains (the backward fails: the case ``0014`` exists for).
+  their own: the generator runs under both toggles, and without ``0013`` the first compiled graph, traced with the
+  generator frozen, is reused when it trains (the backward fails: the case ``0013`` exists for).
 
     python benchmarks/workaround_cost.py table --tree .work/trees/sdist-2.6.6 \\
         --python .work/venvs/py3.11-torch2.4.1-sdist-2.6.6/bin/python [--python ...] --sizes 10,100 \\
@@ -51,14 +51,14 @@ WITH, WITHOUT = "with", "without"
 Cells = dict[tuple[str, int, str], dict[str, list[dict[str, Any]]]]  # {(python, size, gan): {side: results}}
 
 
-WORKAROUND = "Work around pytorch#139476"  # the start of 0014's subject
+WORKAROUND = "Work around pytorch#139476"  # the start of 0013's subject
 
 
 def sources_around_workaround(tree: Path, scratch: Path) -> dict[str, Path]:
-    """The tree's ``src`` with ``0014`` and just before it, in ``scratch``; refused unless the series has ``0014``.
+    """The tree's ``src`` with ``0013`` and just before it, in ``scratch``; refused unless the series has ``0013``.
 
-    Both sides stop at ``0014``, so that the patches after it (``0015``, the nested-toggle stack) are in neither and
-    the difference is ``0014``'s alone. The tree is only read (``git archive``).
+    Both sides stop at ``0013``, so that the patches after it (``0014``, the nested-toggle stack) are in neither and
+    the difference is ``0013``'s alone. The tree is only read (``git archive``).
     """
     if not (tree / ".git").exists():  # git would search the directories above it for a repository
         refuse(f"{tree} is not a git tree with the branch series (the main job's tree)")
@@ -80,7 +80,7 @@ def measure_all(
     pythons: list[str], tree: Path, sizes: list[int], backend: str, rounds: int, steps: int, batch: int,
     save: Path | None = None,
 ) -> Cells:  # fmt: skip
-    """Each GAN with and without ``0014``, back to back, for each torch and size, ``rounds`` times."""
+    """Each GAN with and without ``0013``, back to back, for each torch and size, ``rounds`` times."""
     cells: Cells = {}
     with tempfile.TemporaryDirectory(prefix="workaround-cost-") as scratch:
         sources = sources_around_workaround(tree, Path(scratch))
@@ -91,14 +91,14 @@ def measure_all(
                         for side, source in sources.items():
                             options = [*arguments, "--backend", backend, "--steps", str(steps), "--batch", str(batch)]
                             options += ["--depth", str(depth_for(size))]
-                            print(f"measuring {gan} {side} 0014, {size} modules, {python}", file=sys.stderr, flush=True)
+                            print(f"measuring {gan} {side} 0013, {size} modules, {python}", file=sys.stderr, flush=True)
                             result = _measure_in_subprocess(python, source, options)
                             record(cells, save, (python, size, gan), side, result)
     return cells
 
 
 def what_it_does(torch_version: str) -> str:
-    """What ``0014`` does on this torch while compiling."""
+    """What ``0013`` does on this torch while compiling."""
     minor = tuple(int(part) for part in torch_version.split(".")[:2])
     if minor >= (2, 12):
         return "nothing (does not reproduce on 2.12+)"
@@ -112,10 +112,10 @@ def render(cells: Cells, backend: str, steps: int, batch: int) -> str:
         BEGIN,
         f"CPU, `{backend}`, Adam, explicit toggle calls, batch {batch}, {steps} steps; medians of the rounds, each"
         f" GAN's two runs back to back. Warm-up: the first {WARMUP_STEPS} compiled steps, empty inductor cache."
-        " ms/step: the median after them, one intra-op thread. ×: with `0014` against without. Max diff: the largest"
+        " ms/step: the median after them, one intra-op thread. ×: with `0013` against without. Max diff: the largest"
         " parameter difference from the same run's eager training; a run that failed gives its error there.",
         "",
-        "| torch | modules | GAN, `0014` | what `0014` does | warm-up s with / without | × | ms/step with / without"
+        "| torch | modules | GAN, `0013` | what `0013` does | warm-up s with / without | × | ms/step with / without"
         " | × | graphs with / without | max diff with / without, or the failure |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -163,7 +163,7 @@ def _git(tree: Path, *args: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    table = commands.add_parser("table", help="each GAN with and without 0014, interleaved, in one table")
+    table = commands.add_parser("table", help="each GAN with and without 0013, interleaved, in one table")
     add_table_options(table, sizes="10,100")
     table.add_argument("--backend", default="inductor")
     return parser

@@ -100,7 +100,7 @@ def test_the_helpers_are_measured_before_the_first_patch_that_keeps_one_out_not_
         [
             "Keep LightningModule.optimizers() out of Dynamo before torch 2.4",
             "Run a closure-less optimizer step outside Dynamo before torch 2.4",
-            "Keep LightningModule.manual_backward out of Dynamo",
+            "Keep LightningModule.clip_gradients and manual_backward out of Dynamo",
             "Make nested optimizer toggles restore what each toggle found",
         ],
     )

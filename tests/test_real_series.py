@@ -121,19 +121,27 @@ def _series_id(patch) -> str:
     return f"{'master-' if patch.path.parent == FORWARD else ''}{patch.name[:4]}"
 
 
-@pytest.mark.parametrize("patch", SERIES_PATCHES, ids=_series_id)
-def test_every_changelog_entry_is_one_short_line_with_a_link(patch):
-    """As upstream writes them: one line, one sentence of at most 240 characters, with the issue's or PR's link.
+RELEASE_BY_SUBJECT = {patch.subject: patch for patch in read_series(WS.series_file)}
+VERBS = tuple(f"- {verb} " for verb in ("Added", "Changed", "Deprecated", "Removed", "Fixed"))
 
-    A backport's entry is upstream's own text, and is left as it is.
+
+@pytest.mark.parametrize("patch", SERIES_PATCHES, ids=_series_id)
+def test_every_changelog_entry_is_one_short_line_in_upstreams_style(patch):
+    """As upstream writes them: one line, one sentence of at most 240 characters, a verb first, and the link of the
+    issue the change fixes (the release patch's ``Bug:``), or none where no issue exists: the pull request's number
+    goes there once it is opened. A backport's entry is upstream's own text, and is left as it is.
     """
-    if "Backport" in dict(patch.trailers).get("Upstream-Status", ""):
+    trailers = dict(RELEASE_BY_SUBJECT[patch.subject].trailers)
+    if "Backport" in trailers["Upstream-Status"]:
         pytest.skip("a backport carries upstream's own entry")
     entries = [text for _, _, added in _changelog_hunks(patch.path.read_text()) for _, text in added]
     for entry in entries:
         assert "\n" not in entry, f"{patch.name}: an entry of more than one line: {entry[:80]}..."
         assert len(entry) <= MAX_CHANGELOG_ENTRY, f"{patch.name}: {len(entry)} characters: {entry[:80]}..."
-        assert "(https://" in entry, f"{patch.name}: no (https://...) link: {entry[:80]}..."
+        assert entry.startswith(VERBS), f"{patch.name}: no verb first: {entry[:80]}..."
+        assert "broken since" not in entry, f"{patch.name}: {entry[:80]}..."
+        linked = "(https://" in entry
+        assert linked == trailers["Bug"].startswith("https://"), f"{patch.name}: Bug: {trailers['Bug']}; {entry[:80]}"
 
 
 @pytest.mark.parametrize("patch", SERIES_PATCHES, ids=_series_id)

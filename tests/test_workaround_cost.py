@@ -1,4 +1,4 @@
-"""benchmarks/workaround_cost.py: its table, the tree it measures without 0014, its refusals, its docs page."""
+"""benchmarks/workaround_cost.py: its table, the tree it measures without 0013, its refusals, its docs page."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Each patch of the release series is tried in order on a scratch clone at the for
 - a patch whose changes the target already has (the upstream commits it backports) is reported and not carried;
 - a patch marked ``Upstream-Status: Inappropriate [why]`` (a release-only workaround) is reported and not carried;
 - every other patch is re-applied with ``git am --3way``, without its CHANGELOG hunks, which never apply across
-  releases; its CHANGELOG entries are then re-placed under the same heading (``### Fixed``, ...) of the target's
+  releases; its CHANGELOG entries are then appended under the same heading (``### Fixed``, ...) of the target's
   unreleased section, and its DEP-3 trailers (``Upstream-Status:``, ``Bug:``, ...) are dropped: upstream's commits
   carry none, and the forward patches are pull requests;
 - a patch that conflicts is reported with its files and left out; later patches are still tried, and nothing is
@@ -123,8 +123,7 @@ def _forward_one(repo: Path, patch: Patch, entries: list[Entry], upstream_ids: d
         abort_am(repo)
         return Forwarded(patch.name, "conflicts", ", ".join(files) or failure_cause(proc))
     for entry in entries:
-        target = git("show", f"forward-base:{entry.changelog}", cwd=repo, check=False).stdout.splitlines()
-        if _add_entry(repo / entry.changelog, entry, target):
+        if _add_entry(repo / entry.changelog, entry):
             git("add", entry.changelog, cwd=repo)
     if not out("diff", "--cached", "--name-only", "HEAD~1", cwd=repo):  # only entries, and the target has them
         git("reset", "--quiet", "--hard", "HEAD~1", cwd=repo)
@@ -211,14 +210,10 @@ def _heading_above(lines: list[str], index: int) -> str:
     return next((line for line in reversed(lines[:index]) if line.startswith("### ")), "### Changed")
 
 
-def _add_entry(changelog: Path, entry: Entry, target: list[str] | None = None) -> bool:
-    """Add ``entry`` under its heading in the unreleased section (replacing a ``-`` placeholder, adding the heading in
-    Keep a Changelog's order if the section lacks it); False if the section already has the entry.
-
-    ``target`` is the file as the target commit has it. Among the places under the heading (the placeholder, the end,
-    before an entry), the entry goes to the first whose three lines of context on each side are the target's own text,
-    not an entry an earlier patch of the forward series added: then each patch's CHANGELOG hunk applies to the target
-    on its own, as an independent pull request's does, and after the earlier patches too.
+def _add_entry(changelog: Path, entry: Entry) -> bool:
+    """Add ``entry`` at the end of its heading's list in the unreleased section, as an upstream pull request does
+    (replacing a ``-`` placeholder, adding the heading in Keep a Changelog's order if the section lacks it); False if
+    the section already has the entry.
     """
     if not changelog.is_file():
         raise SeriesError(f"the target has no {changelog.name} at {entry.changelog} to add the series' entries to")
@@ -244,35 +239,18 @@ def _add_entry(changelog: Path, entry: Entry, target: list[str] | None = None) -
             lines[where:where] = [entry.heading, "", *block, ""]
     else:
         stop = next((i for i in range(heading + 1, end) if lines[i].startswith("### ")), end)
-        lines = _place_under_heading(lines, heading, stop, block, target)
+        lines = _place_under_heading(lines, heading, stop, block)
     changelog.write_bytes((newline.join(lines) + newline).encode())
     return True
 
 
-def _place_under_heading(
-    lines: list[str], heading: int, stop: int, block: list[str], target: list[str] | None
-) -> list[str]:
-    """``lines`` with ``block`` added to the list under ``lines[heading]`` (which ends before ``lines[stop]``)."""
+def _place_under_heading(lines: list[str], heading: int, stop: int, block: list[str]) -> list[str]:
+    """``lines`` with ``block`` at the end of the list under ``lines[heading]`` (which ends before ``lines[stop]``)."""
     texts = [i for i in range(heading + 1, stop) if lines[i].strip()]
     if [lines[i].strip() for i in texts] == ["-"]:
-        candidates = [lines[: texts[0]] + block + lines[texts[0] + 1 :]]
-    else:
-        last = texts[-1] if texts else heading
-        candidates = [lines[: last + 1] + ["", *block] + lines[last + 1 :]]
-        candidates += [lines[:i] + [*block, ""] + lines[i:] for i in texts if lines[i].startswith("- ")]
-    if target is None:
-        return candidates[0]
-    return next((c for c in candidates if _context_is_the_targets(lines, c, target)), candidates[0])
-
-
-def _context_is_the_targets(before: list[str], after: list[str], target: list[str], context: int = 3) -> bool:
-    """Whether the hunk from ``before`` to ``after`` (one insertion or replacement) has the pre-image, context
-    included, of a stretch of ``target``: then it applies to the target without the other changes in ``before``."""
-    shortest = min(len(before), len(after))
-    prefix = next((i for i in range(shortest) if before[i] != after[i]), shortest)
-    suffix = next((i for i in range(shortest - prefix) if before[-1 - i] != after[-1 - i]), shortest - prefix)
-    pre_image = before[max(prefix - context, 0) : len(before) - max(suffix - context, 0)]
-    return any(target[i : i + len(pre_image)] == pre_image for i in range(len(target) - len(pre_image) + 1))
+        return lines[: texts[0]] + block + lines[texts[0] + 1 :]
+    last = texts[-1] if texts else heading
+    return lines[: last + 1] + ["", *block] + lines[last + 1 :]
 
 
 def _after_last_text(lines: list[str], start: int, end: int) -> int:

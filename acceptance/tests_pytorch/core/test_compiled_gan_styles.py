@@ -20,7 +20,7 @@ can reuse a graph that Dynamo compiled under the other toggle state (pytorch/pyt
 parameters on every torch (series v6: also 2.4, where v5 stopped one case with the error that names the cause).
 Styles ``loss_method`` and ``inline`` write each phase as ``with self.toggle_optimizer(opt, step=True):``; style
 ``loop`` makes explicit toggle calls in a loop over the optimizers and runs ``self(z)`` in both phases, which without
-release 0014 trains silently wrong on torch 2.8.0 even with the module compiled (issue #42).
+release 0013 trains silently wrong on torch 2.8.0 even with the module compiled (issue #42).
 """
 
 from typing import Any
@@ -226,7 +226,7 @@ def test_compiled_gan_trains_as_eager(compiled, style, discriminator_first, scal
     counter = CompileCounterWithBackend("aot_eager")
     model = TwoPhaseGAN(style, discriminator_first, scaled, backend=counter if compiled == "networks" else None)
     graphs = GraphCountAtStep(counter)
-    # the toggles make Dynamo check `requires_grad` again (release 0014): no case may fail or train differently
+    # the toggles make Dynamo check `requires_grad` again (release 0013): no case may fail or train differently
     _fit(torch.compile(model, backend=counter) if compiled == "module" else model, tmp_path, [graphs])
     # `assert_close`'s tolerance: compiled and eager Adam differ by float rounding (up to 1e-6 here)
     torch.testing.assert_close(model.trained_parameters(), eager_parameters(discriminator_first, scaled))

@@ -11,7 +11,7 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Nested toggles (release 0015; forward 0005 only warns, as release 0010 does until 0015): a stack.
+"""Nested toggles (release 0014; forward 0004 only warns, as release 0009 does until 0014): a stack.
 
 On Lightning 2.6.6 a toggle inside another recorded the parameters the outer toggle had frozen as frozen, and the
 untoggles restored them frozen: the other optimizer's parameters never trained again. Now each untoggle restores what
@@ -24,8 +24,8 @@ back.
 Each case nests toggles in the first batch only, recording which parameters require grad at each level, then trains
 plain steps of both optimizers: the nested module trains bit-identically to one that never nested (with the same
 parameters frozen by the user), so every once-frozen parameter trains again. Code that does not nest trains
-bit-identically to Lightning 2.6.6's toggles, copied below. Every branch of 0015 has a test: the nestings, the cap of
-16 open toggles (here and in test_unbalanced_toggles.py), each way of undoing toggles, and no warning left from 0010.
+bit-identically to Lightning 2.6.6's toggles, copied below. Every branch of 0014 has a test: the nestings, the cap of
+16 open toggles (here and in test_unbalanced_toggles.py), each way of undoing toggles, and no warning left from 0009.
 """
 
 import functools
@@ -530,7 +530,7 @@ def test_at_most_16_open_toggles_are_recorded(depth, other_trainable_after):
 
 
 def test_nested_toggles_do_not_warn(recwarn):
-    """Release 0010's warning about nested toggles is gone with 0015: nesting trains right, so it warns of nothing."""
+    """Release 0009's warning about nested toggles is gone with 0014: nesting trains right, so it warns of nothing."""
     module, (opt, other_opt) = _two_optimizers()
     with module.toggled_optimizer(opt), module.toggled_optimizer(other_opt):
         assert module.other.weight.requires_grad

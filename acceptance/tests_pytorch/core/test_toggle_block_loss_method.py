@@ -11,12 +11,12 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""A compiled GAN whose phases are toggle blocks around a loss method trains like eager (release 0014, issue #37).
+"""A compiled GAN whose phases are toggle blocks around a loss method trains like eager (release 0013, issue #37).
 
 Dynamo skips the frame of a ``with self.toggled_optimizer(opt):`` block, so a ``LightningModule`` method called in it
 (``_disc``, which runs the discriminator, as the docs advise) is compiled as a frame of its own that runs under both
 optimizers' toggles (pytorch/pytorch#139476). With a term whose input requires grad, as every gradient penalty has, on
-torch 2.4.1 the series before 0014 trained silently wrong (``D.weight`` 0.35 away from eager after 4 steps): tracing
+torch 2.4.1 the series before 0013 trained silently wrong (``D.weight`` 0.35 away from eager after 4 steps): tracing
 the closure-less ``step()`` marks the parameters as static inputs, whose ``requires_grad`` those releases never guard.
 
 The module is the issue's reduced one: ``G = nn.Linear(4, 4)``, ``D = nn.Linear(4, 1)``, SGD, 4 batches of 2. Each

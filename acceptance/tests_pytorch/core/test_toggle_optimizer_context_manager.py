@@ -11,12 +11,12 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""``zero_grad`` and ``step`` of ``toggled_optimizer`` (release 0012, forward 0007) and ``toggle_optimizer`` returning
-its context manager (release 0013, release only): the acceptance cases of the with-block.
+"""``zero_grad`` and ``step`` of ``toggled_optimizer`` (release 0010, forward 0005) and ``toggle_optimizer`` returning
+its context manager (release 0011, release only): the acceptance cases of the with-block.
 
-``with self.toggled_optimizer(opt, step=True):`` and ``with self.toggle_optimizer(opt, step=True):`` toggle, zero the
-gradients when the block starts, step the optimizer when it ends without an exception, and always untoggle;
-``zero_grad`` (default: ``step``) zeroes alone. Both forms are covered. A bare ``with self.toggle_optimizer(opt):`` is
+``with self.toggled_optimizer(opt, step=True):`` and ``with self.toggle_optimizer(opt, step=True):`` toggle, step the
+optimizer and then zero its gradients when the block ends without an exception, and always untoggle; ``zero_grad=True``
+zeroes when the block starts. Both forms are covered. A bare ``with self.toggle_optimizer(opt):`` is
 ``with self.toggled_optimizer(opt):``, so a body written for ``toggled_optimizer`` and renamed trains exactly as
 before. ``toggle_optimizer`` called without ``with`` only toggles, whatever its flags, as on Lightning 2.6.6.
 Everything that worked with 2.6.6 keeps working unchanged: overrides with its signature, copies and pickles, modules
@@ -160,23 +160,68 @@ def _accumulate_explicitly(module, batch, batch_idx):
         module.untoggle_optimizer(optimizer)
 
 
-def _accumulate_in_blocks(form, module, batch, batch_idx):
+def _accumulate_as_the_docs_do(module, batch, batch_idx):
+    """Upstream's accumulation examples: on the last micro-batch ``step()``, then ``zero_grad()``."""
     for index, optimizer in enumerate(module.optimizers()):
-        with _block(module, optimizer, form, zero_grad=batch_idx % 2 == 0, step=batch_idx % 2 == 1):
+        module.toggle_optimizer(optimizer)
+        module.manual_backward(module.phase_loss(batch, index) * (index + 1) / 2)
+        if batch_idx % 2 == 1:
+            optimizer.step()
+            optimizer.zero_grad()
+        module.untoggle_optimizer(optimizer)
+
+
+def _accumulate_in_blocks(form, zero_grad, module, batch, batch_idx):
+    for index, optimizer in enumerate(module.optimizers()):
+        flags = {"zero_grad": batch_idx % 2 == 0} if zero_grad else {}
+        with _block(module, optimizer, form, step=batch_idx % 2 == 1, **flags):
             module.manual_backward(module.phase_loss(batch, index) * (index + 1) / 2)
 
 
 @pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("zero_grad", [False, True], ids=["step_last", "zero_grad_first_step_last"])
 @pytest.mark.parametrize("backend", [None, pytest.param("aot_eager", marks=RunIf(dynamo=True))])
-def test_accumulating_blocks_train_like_the_explicit_calls(backend, form, tmp_path):
-    """``zero_grad=first, step=last`` accumulates as the explicit calls do, eager and compiled."""
+def test_accumulating_blocks_train_like_the_explicit_calls(backend, zero_grad, form, tmp_path):
+    """``step=<last micro-batch>`` alone, the natural rewrite of the docs' accumulation example, keeps the gradients
+    accumulated before it (the block steps, then zeroes); with ``zero_grad=<first>`` too. Bit for bit in eager mode."""
     explicit = fit(lambda: TwoOptimizers(_accumulate_explicitly), tmp_path, steps=4)
+    as_the_docs = fit(lambda: TwoOptimizers(_accumulate_as_the_docs_do), tmp_path, steps=4)
     blocks = fit(
-        lambda: TwoOptimizers(lambda *args: _accumulate_in_blocks(form, *args)), tmp_path, steps=4, backend=backend
+        lambda: TwoOptimizers(lambda *args: _accumulate_in_blocks(form, zero_grad, *args)),
+        tmp_path,
+        steps=4,
+        backend=backend,
     )
 
-    assert blocks.trainer.global_step == explicit.trainer.global_step == 4
+    assert blocks.trainer.global_step == explicit.trainer.global_step == as_the_docs.trainer.global_step == 4
+    assert _equal(explicit, as_the_docs)
     assert max_parameter_difference(explicit, blocks) <= (0 if backend is None else AOT_EAGER_TOLERANCE)
+
+
+def _step_explicitly(module, batch, batch_idx):
+    for index, optimizer in enumerate(module.optimizers()):
+        module.toggle_optimizer(optimizer)
+        optimizer.zero_grad()
+        module.manual_backward(module.phase_loss(batch, index))
+        optimizer.step()
+        module.untoggle_optimizer(optimizer)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("flags", [{"step": True}, {"zero_grad": True, "step": True}], ids=lambda f: "-".join(f))
+def test_blocks_that_step_every_batch_equal_the_explicit_calls_bit_for_bit(flags, form, tmp_path):
+    """A GAN phase: ``step=True`` with or without ``zero_grad=True`` is toggle, zero, backward, step, untoggle."""
+
+    def blocks(module, batch, batch_idx):
+        for index, optimizer in enumerate(module.optimizers()):
+            with _block(module, optimizer, form, **flags):
+                module.manual_backward(module.phase_loss(batch, index))
+
+    explicit = fit(lambda: TwoOptimizers(_step_explicitly), tmp_path, steps=4)
+    flagged = fit(lambda: TwoOptimizers(blocks), tmp_path, steps=4)
+
+    assert flagged.trainer.global_step == explicit.trainer.global_step == 8
+    assert _equal(explicit, flagged)
 
 
 # --- a body written for `toggled_optimizer`, renamed, trains exactly as before -------------------------------------
@@ -394,7 +439,7 @@ def test_plain_calls_behave_as_before(tmp_path):
         module.untoggle_optimizer(opt_second)
         seen["one_untoggle_of_two"] = _requires_grad(module)  # the first toggle is still open, as on 2.6.6
         module.untoggle_optimizer(opt_second)
-        seen["both_untoggled"] = _requires_grad(module)  # 2.6.6 left `first` frozen here for good (0015)
+        seen["both_untoggled"] = _requires_grad(module)  # 2.6.6 left `first` frozen here for good (0014)
 
     module = fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
 
@@ -410,8 +455,8 @@ def test_plain_calls_behave_as_before(tmp_path):
 
 @pytest.mark.parametrize("form", FORMS)
 def test_optimizer_the_trainer_does_not_hold(form, tmp_path):
-    """A probe optimizer over the module's parameters: plain toggles work as on 2.6.6, and a stepping block zeroes
-    and steps it (its own ``zero_grad`` and ``step``), which the Trainer does not count."""
+    """A probe optimizer over the module's parameters: plain toggles work as on 2.6.6, and a block zeroes, steps and
+    zeroes it again (its own ``zero_grad`` and ``step``), which the Trainer does not count."""
     seen = {}
 
     def body(module, batch, batch_idx):
@@ -422,15 +467,17 @@ def test_optimizer_the_trainer_does_not_hold(form, tmp_path):
         before = _requires_grad(module)
         weight = module.layer.weight.detach().clone()
         module.layer.weight.grad = torch.ones_like(weight)  # a stale gradient, which the block zeroes
-        with _block(module, probe, form, step=True):
+        with _block(module, probe, form, zero_grad=True, step=True):
             seen["zeroed"] = module.layer.weight.grad is None or not module.layer.weight.grad.any()
             module.manual_backward(module.step(batch))
-        seen["stepped"] = torch.allclose(module.layer.weight, weight - 0.1 * module.layer.weight.grad, atol=1e-7)
+            grad = module.layer.weight.grad.clone()
+        seen["stepped"] = torch.allclose(module.layer.weight, weight - 0.1 * grad, atol=1e-7)
+        seen["zeroed after"] = module.layer.weight.grad is None
         seen["restored"] = _requires_grad(module) == before
 
     module = fit(lambda: TwoOptimizers(body), tmp_path, steps=1)
 
-    assert seen == {"toggled": False, "zeroed": True, "stepped": True, "restored": True}
+    assert seen == {"toggled": False, "zeroed": True, "stepped": True, "zeroed after": True, "restored": True}
     assert module.trainer.global_step == 0
 
 
@@ -528,7 +575,7 @@ def test_copies_and_pickles_made_inside_a_block(form, tmp_path):
 @pytest.mark.parametrize("style", STEPPING_STYLES)
 def test_module_saved_whole_trains_with_blocks_after_loading(style, tmp_path):
     """A module saved whole (``torch.save(module)``), here trained first with blocks and stripped of the record of
-    open toggles that the series keeps (0015), as one saved by 2.6.6 has none: it loads and trains with blocks."""
+    open toggles that the series keeps (0014), as one saved by 2.6.6 has none: it loads and trains with blocks."""
     module = fit(lambda: ManualToggleGAN(style), tmp_path)
     vars(module).pop("_toggle_stack", None)
     module.trainer = None
@@ -620,31 +667,27 @@ def test_closure_optimizer_in_blocks(form, tmp_path):
 
 
 @pytest.mark.parametrize("form", FORMS)
-@pytest.mark.parametrize(("accumulate_grad_batches", "same_as_plain"), [(1, True), (2, False)])
-def test_a_stepping_block_in_automatic_optimization_zeroes_and_steps_as_written(
-    accumulate_grad_batches, same_as_plain, form, tmp_path
-):
-    """The Trainer zeroes and steps there; the block zeroes when it starts and steps the not yet computed gradients
-    on exit. Without accumulation that changes nothing; with it, the block's ``zero_grad`` discards the accumulated
-    gradients, as written (the docs say: use a bare block in automatic optimization)."""
-
-    def plain(module, batch, batch_idx):
-        return module.step(batch)
+@pytest.mark.parametrize("accumulate_grad_batches", [1, 2])
+def test_a_stepping_block_in_automatic_optimization_fails_loudly(accumulate_grad_batches, form, tmp_path):
+    """The Trainer zeroes and steps there, after the training step; from the second batch on, the block's step on exit
+    changes the parameters in place with the gradients the Trainer's last backward left, before the Trainer's
+    backward of the loss the block's body computed: autograd refuses that backward, never a silent wrong step (the docs
+    say: use a block without flags in automatic optimization)."""
 
     def block(module, batch, batch_idx):
         with _block(module, module.optimizers(), form, step=True):
             return module.step(batch)
 
-    kwargs = {"steps": 4, "accumulate_grad_batches": accumulate_grad_batches}
-    expected = fit(lambda: TwoOptimizers(plain, automatic=True), tmp_path, **kwargs)
-    actual = fit(lambda: TwoOptimizers(block, automatic=True), tmp_path, **kwargs)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        fit(
+            lambda: TwoOptimizers(block, automatic=True),
+            tmp_path,
+            steps=4,
+            accumulate_grad_batches=accumulate_grad_batches,
+        )
 
-    assert actual.trainer.global_step == expected.trainer.global_step
-    assert _equal(expected, actual) is same_as_plain
-    assert _trainable_except_frozen(actual)
 
-
-# --- nesting: another optimizer's block or toggle, well defined (0015) ----------------------------------------------
+# --- nesting: another optimizer's block or toggle, well defined (0014) ----------------------------------------------
 
 FIRST = {"first.weight", "first.bias"}
 LAYER = {"layer.weight", "layer.bias"}
@@ -813,7 +856,8 @@ def test_failing_zero_grad_leaves_nothing_toggled(form, tmp_path):
     def body(module, batch, batch_idx):
         before = _requires_grad(module)
         opt_first, opt_second = module.optimizers()
-        with pytest.raises(RuntimeError, match="zero_grad failed"), _block(module, opt_first, form, step=True):
+        failing = _block(module, opt_first, form, zero_grad=True, step=True)
+        with pytest.raises(RuntimeError, match="zero_grad failed"), failing:
             pass
         seen["restored"] = _requires_grad(module) == before
         with _block(module, opt_second, form, step=True):  # nothing is left toggled

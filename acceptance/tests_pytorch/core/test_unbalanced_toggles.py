@@ -11,7 +11,7 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Toggles that are never untoggled (release 0015): what 2.6.6 ran keeps running, and nothing grows.
+"""Toggles that are never untoggled (release 0014): what 2.6.6 ran keeps running, and nothing grows.
 
 #21513's reproducer toggles its only optimizer in every ``training_step`` and never untoggles, in automatic
 optimization. Nested toggles now nest like a stack, so each toggle is recorded; the stack keeps at most 16, so such
