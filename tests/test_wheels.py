@@ -298,7 +298,7 @@ def test_a_failed_build_writes_nothing_to_dist(tmp_path: Path):
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ("[wheels]\nseries_version = 0\n", "[wheels] series_version is not a positive integer (such as 6): 0"),
+        ("[wheels]\nseries_version = 0\n", "[wheels] series_version is not a positive integer (such as 7): 0"),
         ("[wheels]\nseries_version = 1\nextra = 2\n", "[wheels] has the unknown key 'extra'"),
         ('[wheels]\nseries_version = 1\n[wheels.x]\nsubpackage = "x"\n', "[wheels.x] lacks the key 'url'"),
     ],
