@@ -18,7 +18,7 @@ from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_in
 from patchseries.errors import SeriesError
 from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage
 from patchseries.lock import series_lock, workdir_lock
-from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, shell, tool_command
+from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, path_option, shell, tool_command
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
 from patchseries.series import read_series
@@ -477,24 +477,17 @@ def _sdist_tree(ws: Workspace, pin: Pin, patches: list[Patch]) -> Path:
     return tree.path
 
 
-def _directory(value: str) -> Path:
-    """A path option: an empty value would silently mean the current directory."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError("needs a path, not an empty string")
-    return Path(value)
-
-
 def _parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     common = _Parser(add_help=False)
-    common.add_argument("--patches", type=_directory, help="the series directory (default: patches/ of the project)")
+    common.add_argument("--patches", type=path_option, help="the series directory (default: patches/ of the project)")
     common.add_argument(
-        "--workdir", type=_directory, help=f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, "
+        "--workdir", type=path_option, help=f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, "
         "else .work/ beside patches/)",
     )  # fmt: skip
 
     base = _Parser(add_help=False)
-    base.add_argument("--checkout", type=_directory, metavar="PATH", help="use an upstream clone (read-only) as base")
+    base.add_argument("--checkout", type=path_option, metavar="PATH", help="use an upstream clone (read-only) as base")
     base.add_argument("--git", action="store_true", help="clone upstream at the pinned tag as the base")
     base.add_argument("--force-base", action="store_true", help="accept a --checkout that is not at the pinned tag")
 
@@ -522,8 +515,8 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments, after --")
     test.set_defaults(handler=cmd_test)
     export = sub.add_parser("export", parents=[common], help="regenerate patches/ from a branch")
-    export.add_argument("--tree", type=_directory, help="the repository to export from (default: edit's sdist tree)")
-    export.add_argument("--branch", default="series", help="the branch to export (default: series)")
+    export.add_argument("--tree", type=path_option, help="the repository to export from (default: edit's sdist tree)")
+    export.add_argument("--branch", type=name_option, default="series", help="the branch to export (default: series)")
     export.add_argument(
         "--drop-missing", action="store_true", help="allow dropping hunks for upstream files the tree's base lacks "
         "(docs/, upstream tests/ on the sdist base)",
@@ -531,9 +524,11 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--author", metavar="'NAME <EMAIL>'", help=AUTHOR_HELP)
     export.set_defaults(handler=cmd_export)
     check = sub.add_parser("check", parents=[common], help="drift check, or with --onto: standing against a ref")
-    check.add_argument("--onto", metavar="REF", help="report each patch against REF of --checkout (e.g. master)")
     check.add_argument(
-        "--checkout", type=_directory, metavar="PATH", help="an upstream clone: where --onto's ref is, or, without "
+        "--onto", type=name_option, metavar="REF", help="report each patch against REF of --checkout (e.g. master)"
+    )
+    check.add_argument(
+        "--checkout", type=path_option, metavar="PATH", help="an upstream clone: where --onto's ref is, or, without "
         "--onto, whose pinned tag is the base of a drift check that covers the hunks for docs/ and upstream tests/ too",
     )  # fmt: skip
     check.set_defaults(handler=cmd_check)
@@ -541,10 +536,10 @@ def _parser() -> argparse.ArgumentParser:
         "forward", parents=[common], help=f"regenerate the forward series ({FORWARD_DIR}/) onto its pinned commit"
     )
     forward.add_argument(
-        "--checkout", type=_directory, metavar="PATH", required=True, help="an upstream clone with the release's tag "
+        "--checkout", type=path_option, metavar="PATH", required=True, help="an upstream clone with the release's tag "
         "and the forward series' pinned commit",
     )  # fmt: skip
-    forward.add_argument("--to", type=_directory, metavar="DIR", help=f"the forward series (default: {FORWARD_DIR}/)")
+    forward.add_argument("--to", type=path_option, metavar="DIR", help=f"the forward series (default: {FORWARD_DIR}/)")
     forward.add_argument("--author", metavar="'NAME <EMAIL>'", help=AUTHOR_HELP)
     forward.set_defaults(handler=cmd_forward)
     status = sub.add_parser("status", parents=[common], help="list each patch's upstream status trailers")
@@ -553,10 +548,12 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--torch", action="append", help="a torch release (repeatable; default: the documented list)")
     matrix.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto")
     matrix.add_argument(
-        "--write-docs", "--write-readme", dest="write_docs", type=Path, metavar="PATH",
+        "--write-docs", "--write-readme", dest="write_docs", type=path_option, metavar="PATH",
         help="replace the table between the matrix markers of PATH (docs/compatibility.md; --write-readme: old name)",
     )  # fmt: skip
-    matrix.add_argument("--from-json", type=Path, metavar="JSON", help="render a saved matrix.json instead of running")
+    matrix.add_argument(
+        "--from-json", type=path_option, metavar="JSON", help="render a saved matrix.json instead of running"
+    )
     matrix.add_argument(
         "--refresh-compile-stats", action="store_true", help="with --from-json: measure the compile statistics again"
     )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
 from patchseries.environment import DEFAULT_TORCH, known_torch, parse_torch_version, torch_index
 from patchseries.errors import SeriesError
-from patchseries.paths import Workspace
+from patchseries.paths import Workspace, name_option, path_option
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
 from patchseries.series import Patch, read_series
@@ -40,18 +41,18 @@ def add_parsers(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "wheels", parents=parents, help="build the release wheels (lightning and the standalone packages) into dist/",
         description=WHEELS_DESCRIPTION, formatter_class=raw,
     )  # fmt: skip
-    wheels.add_argument("--dist", type=_directory, metavar="DIR", help="where the wheels go (default: dist/ of the "
+    wheels.add_argument("--dist", type=path_option, metavar="DIR", help="where the wheels go (default: dist/ of the "
                         "project)")  # fmt: skip
     wheels.set_defaults(handler=cmd_wheels)
     test = sub.add_parser(
         "test-wheels", parents=parents, help="install the wheels of dist/ with torch and run the acceptance suite",
         description=TEST_DESCRIPTION, formatter_class=raw, epilog="pytest arguments go after --, e.g. -- -x",
     )  # fmt: skip
-    test.add_argument("--dist", type=_directory, metavar="DIR", help="where the wheels are (default: dist/)")
+    test.add_argument("--dist", type=path_option, metavar="DIR", help="where the wheels are (default: dist/)")
     test.add_argument("--torch", action="append", help=f"a torch release (repeatable; default {DEFAULT_TORCH})")
     test.add_argument(
-        "--package", action="append", help="a package whose wheel to test (repeatable; default: lightning and "
-        "pytorch_lightning)",
+        "--package", action="append", type=_package, help="a package whose wheel to test, as pip or import names it "
+        "(repeatable; default: lightning and pytorch_lightning)",
     )  # fmt: skip
     test.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto", help="auto: uv if present")
     test.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments, after --")
@@ -128,7 +129,7 @@ def cmd_test_wheels(args: argparse.Namespace, ws: Workspace) -> int:
     return 1 if 1 in statuses else (5 if 5 in statuses else 0)
 
 
-def _directory(value: str) -> Path:
-    if not value.strip():
-        raise argparse.ArgumentTypeError("needs a path, not an empty string")
-    return Path(value)
+def _package(value: str) -> str:
+    """A package as pip spells it too (``pytorch-lightning``, ``Lightning_Fabric``): PEP 503's normalized name, with
+    ``_`` (the wheels' and the import names' spelling)."""
+    return re.sub(r"[-_.]+", "_", name_option(value)).lower()

@@ -1,7 +1,7 @@
 """``dist/``, where ``patchseries wheels`` puts the wheels: all in one step or none, nothing of a person's touched.
 
 Every place a wheel goes is checked before anything is built (:func:`check_dist`, :func:`check_targets`): a ``--dist``
-that is a file, lies in the work directory or has a control character in its path is refused, and so is anything at a
+that is a file or lies in the work directory is refused, and so is anything at a
 wheel's name that is not a wheel exactly as the tool built it (:func:`wheel_problem`: every member listed in its
 ``RECORD`` with its sha256 and size, nothing listed missing, and the tool's record in its ``.dist-info``).
 
@@ -25,7 +25,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -40,7 +39,6 @@ RECORD_NAME = "patch-series.json"  # in each wheel's .dist-info: importlib.metad
 PROJECT = "lightning-compile-series"  # the record's "project": what marks a wheel as the tool's
 STAGING = ".patchseries-wheels.partial"  # in dist: the finished wheels are copied here before any is renamed in
 REPLACED = "replaced"  # in the staging folder: the tool's earlier wheels the new ones replace, until all are in
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a newline in a path: no one-line error can name it for a shell
 
 
 def default_dist(ws: Workspace) -> Path:
@@ -54,15 +52,9 @@ def wheel_prefix(package: str, local_version: str) -> str:
 
 
 def check_dist(dist: Path, ws: Workspace, writes: bool) -> None:
-    """Refuse a ``--dist`` that cannot hold the wheels, before anything is made: a path with a control character (a
-    newline: no one-line error, and no remedy run by a shell, can name it), a file, or (for ``writes``, the build) a
-    folder in the work directory, whose trees the tool refuses once changed and whose other folders it removes and
-    rebuilds (fifth hostile pass: a ``--dist`` in a tool's tree made every later run refuse the tree)."""
-    if _CONTROL.search(str(dist)):
-        raise SeriesError(
-            f"--dist {str(dist)!r} has a control character (a newline, a tab, ...) in its path, which no one-line "
-            "error and no remedy printed for a shell can name; pass a folder whose path has none"
-        )
+    """Refuse a ``--dist`` that cannot hold the wheels, before anything is made: a file, or (for ``writes``, the
+    build) a folder in the work directory, whose trees the tool refuses once changed and whose other folders it
+    removes and rebuilds."""
     if dist.exists() and not dist.is_dir():
         raise SeriesError(f"--dist {dist} is a file; pass the folder of the wheels")
     if writes and (dist == ws.workdir or ws.workdir in dist.parents):
