@@ -159,7 +159,15 @@ def _lock(args: argparse.Namespace, ws: Workspace) -> Iterator[None]:
         else nullcontext(),
         series_lock(written) if written is not None and written.is_dir() else nullcontext(),
     ):
-        yield
+        # the runs' scratch folder: a killed run's is removed, as no other run uses it while this one holds the lock
+        scratch = ws.scratch if reads_workdir else None
+        try:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+            yield
+        finally:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _workdir_given_as(args: argparse.Namespace) -> str:

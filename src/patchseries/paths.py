@@ -142,6 +142,12 @@ class Workspace:
     def reports(self) -> Path:
         return self.workdir / "reports"
 
+    @property
+    def scratch(self) -> Path:
+        """The runs' temporary folders: the tool's own, emptied by each run that takes the work directory's lock (a
+        killed run's are left there, and no other run uses it meanwhile)."""
+        return self.workdir / "tmp"
+
 
 def tool_command(*args: str | Path) -> str:
     """The one place that writes a command of this tool for a person to run: ``<interpreter> -m patchseries ARGS``,

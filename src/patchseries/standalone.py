@@ -47,14 +47,15 @@ class WheelPin:
 
     @property
     def local_version(self) -> str:
-        """The PEP 440 version of every wheel: the release, with the series as its local label (2.6.6+series.6).
+        """The PEP 440 version of every wheel: the release, with the series as its local label (2.6.6+series.7).
 
-        A series other than the recorded one gets its fingerprint's start too (2.6.6+series.6.dev0123456789ab): a
-        changed series never carries the version of the released one, so that pip never takes one for the other.
+        A series other than the recorded one is 2.6.6+changed.7.<its fingerprint's start>: never the version of a
+        released one, and below every released one (PEP 440 compares the local label's first part: ``changed`` sorts
+        before ``series``), so that pip prefers a released wheel in one ``--find-links`` folder.
         """
         if not self.series or self.is_released:
             return self.released
-        return f"{self.released}.dev{self.series[:12]}"
+        return f"{self.pin.version}+changed.{self.series_version}.{self.series[:12]}"
 
     @property
     def packages(self) -> tuple[str, ...]:

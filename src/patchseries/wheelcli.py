@@ -12,7 +12,7 @@ from patchseries.errors import SeriesError
 from patchseries.paths import Workspace, name_option, path_option
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
-from patchseries.series import Patch, read_series
+from patchseries.series import Patch, snapshot_series
 from patchseries.standalone import WheelPin, load_wheel_pin
 from patchseries.wheeldist import check_dist, default_dist
 from patchseries.wheels import check_python, running_python
@@ -23,7 +23,7 @@ Build the release series into wheels of lightning, pytorch_lightning and lightni
 pinned sdist (sha256 checked), the series applied (for a standalone package, mapped onto its paths and imports as
 Lightning's own build mirrors them), built by the package's own build backend, with the local version
 <release>+series.<series_version> (a series other than the one base.toml's [wheels] fingerprint records:
-<release>+series.<series_version>.dev<its fingerprint>) and the series' record (patch-series.json) in its
+<release>+changed.<series_version>.<its fingerprint>, below every released one) and the series' record (patch-series.json) in its
 .dist-info. dist/ gets every wheel in one step or none, and anything of yours at a wheel's name is refused before
 any build; a tree that is not exactly the series is refused.
 """
@@ -83,10 +83,11 @@ def _dist(args: argparse.Namespace, ws: Workspace) -> Path:
 
 
 def _load(ws: Workspace) -> tuple[WheelPin, list[Patch]]:
-    """The wheel pin for the series of ``patches/`` (whose fingerprint decides the wheels' local version)."""
-    pin = load_pin(ws.pin_file)
-    patches = read_series(ws.series_file)
-    return load_wheel_pin(ws.pin_file, pin).for_series(patches), patches
+    """The wheel pin and the series of ``patches/``, read once, from a snapshot (whose fingerprint decides the
+    wheels' local version and fills their records)."""
+    snapshot = ws.scratch / "series"
+    patches = snapshot_series(ws.patches, snapshot)
+    return load_wheel_pin(ws.pin_file, load_pin(snapshot / "base.toml")).for_series(patches), patches
 
 
 def _rebuild(args: argparse.Namespace, ws: Workspace) -> str:
