@@ -300,7 +300,7 @@ def _drift(
 ) -> int:
     from patchseries.export import drift_report
 
-    reexport = _reexport(args, ws, patches_dir, pin)
+    reexport = _reexport(args, ws, patches_dir, pin, patches)
     if args.checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
         if not (args.checkout / ".git").exists():
             raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
@@ -326,13 +326,14 @@ def _drift(
     return 0
 
 
-def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: Pin) -> str:
+def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: Pin, patches: list[Patch]) -> str:
     """The command that writes ``patches_dir`` again, as the drift check's problems name it, with the run's own
-    --patches and --workdir (fifth hostile pass: `patchseries export`, no such command, without the run's options).
+    --patches and --workdir: it runs as written, through to the series written.
 
     A forward series (an upstream commit pinned) is made by ``forward`` from its release series; a release series by
     ``export`` of the person's edit tree: the first there is of the one of ``--checkout``, the sdist's (export's
-    default) and upstream's tag's (``edit --git``); none there, export's own refusal says how to make one."""
+    default; not for a series that changes files the sdist lacks, which export from it refuses to drop) and
+    upstream's tag's (``edit --git``); none there, the first of them is made with ``edit`` first."""
     from patchseries.apply import EDIT_DIR
     from patchseries.base import checkout_tree_name
 
@@ -343,15 +344,16 @@ def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: P
     if pin.commit and (release / "series").is_file() and (release / "base.toml").is_file():
         to = () if ws.patches == release / FORWARD_DIR else ("--to", ws.patches)
         return ws.command_on(release, "forward", *checkout, *to)
-    edits = ws.workdir / EDIT_DIR
-    default = _default_tree(ws)
+    edits, default = ws.workdir / EDIT_DIR, _default_tree(ws)
+    lacking = any(path.startswith(pin.sdist_lacks) for patch in patches for path in patch.touched_existing)
     candidates = [
-        *([edits / checkout_tree_name(args.checkout)] if args.checkout is not None else []),
-        default,
-        edits / f"git-{pin.commit[:12] or pin.tag}",
+        *([(edits / checkout_tree_name(args.checkout), ("edit", *checkout))] if checkout else []),
+        *([(default, ("edit",))] if not lacking else []),
+        (edits / f"git-{pin.commit[:12] or pin.tag}", ("edit", "--git")),
     ]
-    tree = next((path for path in candidates if (path / ".git").exists()), default)
-    return ws.command("export", *(("--tree", tree) if tree != default else ()))
+    tree, edit = next((tree for tree in candidates if (tree[0] / ".git").exists()), candidates[0])
+    export = ws.command("export", *(("--tree", tree) if tree != default else ()))
+    return export if (tree / ".git").exists() else f"{ws.command(*edit)} && {export}"
 
 
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:

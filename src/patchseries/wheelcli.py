@@ -23,9 +23,9 @@ Build the release series into wheels of lightning, pytorch_lightning and lightni
 pinned sdist (sha256 checked), the series applied (for a standalone package, mapped onto its paths and imports as
 Lightning's own build mirrors them), built by the package's own build backend, with the local version
 <release>+series.<series_version> (a series other than the one base.toml's [wheels] fingerprint records:
-<release>+changed.<series_version>.<its fingerprint>, below every released one) and the series' record (patch-series.json) in its
-.dist-info. dist/ gets every wheel in one step or none, and anything of yours at a wheel's name is refused before
-any build; a tree that is not exactly the series is refused.
+<release>+changed.<series_version>.<its fingerprint>, below every released one) and the series' record
+(patch-series.json) in its .dist-info. dist/ gets every wheel in one step or none, and anything of yours at a
+wheel's name is refused before any build; a tree that is not exactly the series is refused.
 """
 TEST_DESCRIPTION = """\
 Install the wheels of dist/ into a fresh environment with a torch release (with uv or pip, not editable), check
