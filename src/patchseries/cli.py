@@ -287,7 +287,32 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
         forward_pin, forward_patches = load_pin(forward_dir / "base.toml"), read_series(forward_dir / "series")
         print(f"{FORWARD_DIR}/ (onto {forward_pin.commit[:12]}):")
         status = max(status, _drift(args, ws, forward_dir, forward_pin, forward_patches, None))
+        if args.checkout is not None:
+            status = max(status, _forward_drift(args.checkout.resolve(), ws, pin, patches, forward_pin, forward_dir))
     return status
+
+
+def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch], target: Pin, folder: Path) -> int:
+    """Whether the forward series is what ``forward`` writes from the release series now (its ``From:`` aside)."""
+    from patchseries.forward import forward_series
+    from patchseries.series import listed_names, without_author
+
+    fresh = ws.scratch / FORWARD_DIR
+    fresh.mkdir(parents=True)
+    remedy = ws.command("forward", "--checkout", checkout)
+    try:
+        conflicts = [r.patch for r in forward_series(checkout, pin, patches, target, fresh) if r.status == "conflicts"]
+    except SeriesError as exc:
+        conflicts = [str(exc)]
+    names = ["series", *listed_names(folder / "series"), *listed_names(fresh / "series")]
+    differ = [n for n in dict.fromkeys(names) if not all((d / n).is_file() for d in (folder, fresh))
+              or without_author((folder / n).read_bytes()) != without_author((fresh / n).read_bytes())]  # fmt: skip
+    if conflicts or differ:
+        why = f"the release series does not forward ({', '.join(conflicts)})" if conflicts else ", ".join(differ)
+        print(f"drift: {FORWARD_DIR}/ is not what forward writes from the release series ({why}); `{remedy}`")
+        return 1
+    print(f"ok: {FORWARD_DIR}/ is what forward writes from the release series")
+    return 0
 
 
 def _drift(
