@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import shlex
 import signal
 import subprocess
@@ -65,6 +66,15 @@ def one_error(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     return errors[0]
+
+
+def continue_stopped(pid: int) -> int:
+    """Let a run that stops itself (``PATCHSERIES_SIGNAL_AT=<stage>:SIGSTOP``) go on to its end; its wait status."""
+    while True:
+        os.kill(pid, signal.SIGCONT)
+        _, status = os.waitpid(pid, os.WUNTRACED)
+        if not os.WIFSTOPPED(status):
+            return status
 
 
 def files_of(folder: Path) -> dict[str, bytes]:

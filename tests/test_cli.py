@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOOL, cli
-from patchseries import __version__
-from patchseries.cli import main
-from patchseries.paths import PROJECT_ROOT
+from conftest import TOOL, cli, one_error
+from patchseries import __version__, wheelcli
+from patchseries.cli import _parser, main
+from patchseries.paths import PROJECT_ROOT, Workspace
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -87,6 +87,43 @@ def test_empty_path_option_is_refused_and_writes_nothing(synthetic, tmp_path, op
         f"error: argument {option}: needs a path, not an empty string; see {TOOL} apply --help"
     ]
     assert list(here.iterdir()) == []
+
+
+PATH_OPTIONS = [
+    ("fetch", "--workdir"), ("fetch", "--patches"), ("fetch", "--checkout"), ("export", "--tree"),
+    ("check", "--checkout"), ("forward", "--to"), ("matrix", "--write-docs"), ("matrix", "--from-json"),
+    ("wheels", "--dist"), ("test-wheels", "--dist"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "option"), PATH_OPTIONS)
+def test_every_path_option_refuses_a_control_character_before_any_work(synthetic, tmp_path, command, option):
+    here = tmp_path / "here"
+    here.mkdir()
+    required = ("--checkout", str(synthetic.tree)) if command == "forward" else ()
+
+    proc = cli(command, "--patches", str(synthetic.ws.patches), *required, option, str(tmp_path / "a\nb"), cwd=here)
+
+    error = one_error(proc)
+    assert error.startswith(f"error: argument {option}")
+    assert f"'{tmp_path}/a\\nb' has a control character" in error
+    assert list(here.iterdir()) == []
+    assert not (tmp_path / "a\nb").exists()
+
+
+@pytest.mark.parametrize("ref", ["", " ", "a\nb"])
+def test_check_onto_refuses_an_empty_ref(synthetic, upstream_clone, ref):
+    proc = synthetic.run("check", "--onto", ref, "--checkout", str(upstream_clone))
+
+    assert one_error(proc).startswith(f"error: argument --onto: needs a name, not {ref!r}")
+
+
+def test_test_wheels_takes_a_package_as_pip_spells_it():
+    args = _parser().parse_args(["test-wheels", "--package", "pytorch-lightning", "--package", "Lightning.Fabric"])
+
+    wheelcli.validate(args, Workspace.default())
+
+    assert args.package == ["pytorch_lightning", "lightning_fabric"]
 
 
 def test_workdir_that_is_a_file_is_one_error_line(synthetic, tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RELEASE_FILES, TOOL, commit, git
+from conftest import RELEASE_FILES, TOOL, cli, commit, git
 from patchseries import export, gitcmd
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report, export_series
@@ -409,7 +409,8 @@ def test_a_crlf_patch_is_named_as_crlf_and_the_rest_is_still_checked(synthetic):
     assert problems == [
         f"{first.name} has CRLF line endings, which export does not write; convert it back with `perl -pi -e "
         f"'s/\\r$//' {first}`, or re-export it from your edit tree with `{TOOL} export`",
-        f"{second.name} differs from a fresh export; re-export it with `{TOOL} export`",
+        f"{second.name} differs from a fresh export; keep a copy and re-export it with `cp {second} {second}.mine && "
+        f"{TOOL} export`",
     ]
 
 
@@ -481,3 +482,28 @@ def test_export_refuses_a_rebase_or_bisect_in_progress(synthetic, stop):
     )
     assert proc.stdout == ""
     assert {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()} == before
+
+
+def test_checks_remedy_runs_as_printed_where_no_edit_tree_exists_yet(synthetic, upstream_series, tmp_path):
+    pin = synthetic.ws.pin_file  # `edit --git` clones the pinned git_url: here the upstream clone
+    pin.write_text(pin.read_text().replace("https://git.invalid/fakelib.git", str(upstream_series)))
+    patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
+    exported = patch.read_bytes()
+    core = exported.decode().split("diff --git a/src/fakelib/core.py", 1)[1]
+    index = next(line for line in core.splitlines() if line.startswith("index "))  # one hunk's index line changed
+    old, new = index.split()[1].split("..")
+    patch.write_bytes(exported.replace(index.encode(), index.replace(new, "deadbee"[: len(new)]).encode(), 1))
+    options = ("--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "fresh"))  # no edit tree there
+
+    checked = cli("check", *options)
+
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    drift = [line for line in checked.stdout.splitlines() if line.startswith("drift:")]
+    assert len(drift) == 1, checked.stdout
+    remedy = drift[0].split("`")[1]
+    assert f"{TOOL} edit --git" in remedy
+    rerun = subprocess.run(remedy, shell=True, capture_output=True, text=True, check=False)
+    assert rerun.returncode == 0, f"{remedy}\n{rerun.stdout}{rerun.stderr}"
+    assert patch.read_bytes() == exported
+    again = cli("check", *options)
+    assert again.returncode == 0, again.stdout + again.stderr

@@ -128,11 +128,13 @@ def test_d7_the_remedy_of_test_wheels_carries_the_runs_options(release: Release,
     error = _error(cli("test-wheels", *options, "--package", "fakelib_pytorch"))
 
     assert "was built from another series" in error
+    assert f'raise series_version in [wheels] of base.toml and set its fingerprint = "{wanted}"' in error
+    release.ws.pin_file.write_text(release.ws.pin_file.read_text().replace("series_version = 3", "series_version = 4"))
     remedy = _between(error, f"{TOOL} wheels")
     assert "--dist" in remedy
     rebuilt = _shell(remedy)
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert _record(other / f"fakelib_pytorch-{VERSION}-py3-none-any.whl")["series"]["fingerprint"] == wanted
+    assert _record(other / "fakelib_pytorch-1.0+series.4-py3-none-any.whl")["series"]["fingerprint"] == wanted
 
 
 def test_d8_a_persons_files_in_dist_are_never_removed_or_overwritten(release: Release):
@@ -235,7 +237,7 @@ def test_m4_a_changed_series_does_not_carry_the_released_version(release: Releas
     proc = release.wheels()
 
     assert proc.returncode == 0, proc.stderr
-    dev = f"{VERSION}.dev{changed[:12]}"
+    dev = f"1.0+changed.3.{changed[:12]}"
     assert sorted(path.name for path in release.dist.iterdir()) == sorted(
         released + [f"{package}-{dev}-py3-none-any.whl" for package in PACKAGES]
     )
@@ -273,9 +275,9 @@ def test_h1_a_run_from_another_work_directory_never_touches_a_dist_folder_being_
     release: Release, tmp_path: Path
 ):
     assert release.wheels().returncode == 0
-    _change_series(release.ws)
-    wanted = record_fingerprint(release.ws)  # the same names, other wheels: the first run keeps the old ones aside
-    env = {**os.environ, "PATCHSERIES_SIGNAL_AT": "wheel-renamed:SIGSTOP"}
+    wanted = fingerprint(read_series(release.ws.series_file))
+    # the same names, other wheels (of the same series): the first run keeps the old ones aside
+    env = {**os.environ, "PATCHSERIES_SIGNAL_AT": "wheel-renamed:SIGSTOP", "FAKELIB_BUILD": "2"}
     command = _wheels_of(release, release.dist, release.ws.workdir)
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -303,9 +305,8 @@ def test_h2_a_killed_runs_staging_folder_is_removed_only_when_all_of_it_is_the_t
     assert release.wheels().returncode == 0
     first = _wheel(release, "fakelib")  # the first wheel renamed in
     old = first.read_bytes()
-    _change_series(release.ws)
-    record_fingerprint(release.ws)  # other wheels of the same names
-    killed = release.wheels(env={"PATCHSERIES_SIGNAL_AT": "wheel-renamed:SIGKILL"})
+    # other wheels of the same names (another build of the same series)
+    killed = release.wheels(env={"PATCHSERIES_SIGNAL_AT": "wheel-renamed:SIGKILL", "FAKELIB_BUILD": "2"})
     assert killed.returncode == -signal.SIGKILL
     staging = release.dist / STAGING
     assert (staging / "replaced" / first.name).read_bytes() == old  # the only copy of the wheel it replaced
@@ -324,9 +325,8 @@ def test_h2_a_killed_runs_staging_folder_is_removed_only_when_all_of_it_is_the_t
     assert (kept / "replaced" / first.name).read_bytes() == old
     # a leftover of the tool's alone: the wheel it kept aside is put back where it was, then the leftover goes
     old = first.read_bytes()
-    _change_series(release.ws)
-    record_fingerprint(release.ws)
-    assert release.wheels(env={"PATCHSERIES_SIGNAL_AT": "wheel-renamed:SIGKILL"}).returncode == -signal.SIGKILL
+    killed = release.wheels(env={"PATCHSERIES_SIGNAL_AT": "wheel-renamed:SIGKILL", "FAKELIB_BUILD": "3"})
+    assert killed.returncode == -signal.SIGKILL
     assert first.read_bytes() != old
     _change_series(release.ws)  # a series not recorded: wheels of other names, which leave these alone
     built = release.wheels()

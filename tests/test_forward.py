@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, commit, git
+from conftest import TOOL, cli, commit, git
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report
 from patchseries.forward import Entry, _add_entry, _changelog_hunks, forward_message, forward_series
@@ -86,7 +86,7 @@ def test_forward_series_passes_its_drift_check_on_the_pinned_commit(synthetic, m
     assert report.problems == []
     check = synthetic.run("check", "--checkout", str(master))
     assert "master/ (onto" in check.stdout, check.stdout + check.stderr
-    assert check.stdout.count("ok: ") == 2
+    assert check.stdout.count("ok: ") == 3  # the release series, master/, and master/ is what forward writes
 
 
 def test_forward_series_with_relative_paths_from_another_directory_writes_the_forward_folder(
@@ -347,3 +347,25 @@ def test_sigterm_while_forwarding_leaves_no_scratch_clone(synthetic, master, tmp
     assert proc.stderr.splitlines() == [INTERRUPTED]
     assert list((tmp_path / "system-tmp").iterdir()) == []
     assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]
+
+
+def test_check_says_when_the_forward_series_is_not_what_forward_writes_from_the_release_series(synthetic, master):
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+    assert synthetic.run("check", "--checkout", str(master)).returncode == 0
+    (synthetic.tree / "src/fakelib/__init__.py").write_text("VERSION = '1.0.2'\n")  # a release patch changed
+    git(synthetic.tree, "commit", "-q", "-a", "--amend", "--no-edit")
+    from patchseries.export import export_series
+
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+
+    check = synthetic.run("check", "--checkout", str(master))
+
+    assert check.returncode == 1, check.stdout + check.stderr
+    drift = [line for line in check.stdout.splitlines() if line.startswith("drift:")]
+    assert drift == [
+        f"drift: master/ is not what forward writes from the release series (0002-Fix-the-version.patch); "
+        f"`{TOOL} forward --checkout {master} --patches {synthetic.ws.patches} --workdir {synthetic.ws.workdir}`"
+    ]
+    remedy = subprocess.run(drift[0].split("`")[1], shell=True, capture_output=True, text=True, check=False)
+    assert remedy.returncode == 0, remedy.stdout + remedy.stderr
+    assert synthetic.run("check", "--checkout", str(master)).returncode == 0

@@ -81,7 +81,8 @@ def test_page_without_markers_is_refused(tmp_path):
 def test_changed_lines_are_merged_over_the_releases_in_the_table_and_survive_a_round_trip():
     first = {"files": {"src/lightning/a.py": {"covered": [1], "missed": {"2": "b", "3": "c"}}}, "unmeasured": []}
     second = {"files": {"src/lightning/a.py": {"covered": [2], "missed": {"1": "a", "3": "c"}}}, "unmeasured": []}
-    rows = [Row("2.1.2", after={"test_a": "1 passed"}, changed_lines=first), Row("2.15.0", changed_lines=second)]
+    results = {"before": {"test_a": "1 failed"}, "after": {"test_a": "1 passed"}}
+    rows = [Row("2.1.2", **results, changed_lines=first), Row("2.15.0", **results, changed_lines=second)]
 
     again, date = from_json(to_json(rows, dt.date(2026, 11, 30)))
     table = to_markdown(again, date)
@@ -282,3 +283,20 @@ def test_a_saved_matrix_without_rows_never_replaces_a_page_table(synthetic, tmp_
     ]
     assert page.read_bytes() == before
     assert not (synthetic.ws.reports / "matrix" / "matrix.md").exists()
+
+
+def test_a_saved_matrix_without_test_results_never_replaces_a_page_table(synthetic, tmp_path, capsys):
+    page = tmp_path / "compatibility.md"
+    page.write_text(f"intro\n{TABLE_START}\n| torch | ... |\n| 2.13.0 | ok |\n{TABLE_END}\nend\n")
+    before = page.read_bytes()
+    saved = tmp_path / "t.json"
+    saved.write_text('{"made_on":"2026-01-01","rows":[{"torch":"2.13.0","compile":{"x":{}}}]}')
+
+    status = _matrix(synthetic, "--from-json", str(saved), "--write-docs", str(page))
+
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {saved}: row 1 has no test results (before and after) and no error; run the matrix again"
+    ]
+    assert page.read_bytes() == before
+    assert not (synthetic.ws.reports / "matrix").exists()

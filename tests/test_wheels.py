@@ -9,14 +9,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
+import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
-from conftest import cli, commit, git, make_sdist, write_pin
+from conftest import cli, commit, continue_stopped, files_of, git, make_sdist, one_error, write_pin
 from patchseries.apply import edit_tree
 from patchseries.base import _safe_extract, resolve_source
 from patchseries.environment import find_uv
@@ -32,7 +36,7 @@ from patchseries.wheeltest import check_installed, patched_lines
 BACKEND = '''\
 """A minimal PEP 517 backend: src/<package>/** into a wheel, the .egg-info's JSON files into its .dist-info."""
 
-import base64, hashlib, pathlib, zipfile
+import base64, hashlib, os, pathlib, zipfile
 
 ROOT = pathlib.Path(__file__).parent
 
@@ -55,6 +59,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     for record in sorted((ROOT / "src").glob("*.egg-info/*.json")):
         files[f"{info}/{record.name}"] = record.read_bytes()
     files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n".encode()
+    if os.environ.get("FAKELIB_BUILD"):  # another build of the same sources: other bytes
+        files[f"{info}/BUILD"] = os.environ["FAKELIB_BUILD"].encode()
     files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
     lines = []
     for member, data in files.items():
@@ -298,7 +304,7 @@ def test_a_failed_build_writes_nothing_to_dist(tmp_path: Path):
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ("[wheels]\nseries_version = 0\n", "[wheels] series_version is not a positive integer (such as 6): 0"),
+        ("[wheels]\nseries_version = 0\n", "[wheels] series_version is not a positive integer (such as 7): 0"),
         ("[wheels]\nseries_version = 1\nextra = 2\n", "[wheels] has the unknown key 'extra'"),
         ('[wheels]\nseries_version = 1\n[wheels.x]\nsubpackage = "x"\n', "[wheels.x] lacks the key 'url'"),
     ],
@@ -414,3 +420,79 @@ def test_the_real_wheels_carry_the_series_and_an_unpatched_build_fails_the_check
     ok, report = check_installed(lines, tmp_path / "site-unpatched")
     assert not ok
     assert all("NOT PATCHED" in line or "not checked" in line for line in report)
+
+
+def _change_series(ws: Workspace) -> str:
+    """Another series in ``patches/`` (a reworded patch, as an export writes it); its fingerprint."""
+    first = sorted(ws.patches.glob("*.patch"))[0]
+    first.write_text(first.read_text().replace("Subject: [PATCH] Fix the answer", "Subject: [PATCH] Fix the answers"))
+    return fingerprint(read_series(ws.series_file))
+
+
+def _versions(dist: Path) -> dict[str, str]:
+    """Each wheel's version and the series fingerprint its record names."""
+    records = {}
+    for wheel in sorted(dist.glob("*.whl")):
+        record = json.loads(next(data for name, data in _members(wheel).items() if name.endswith(RECORD_NAME)))
+        records[wheel.name] = f"{record['version']} {record['series']['fingerprint']}"
+    return records
+
+
+def test_the_series_is_read_once_for_a_run_of_wheels(release: Release):
+    released = fingerprint(read_series(release.ws.series_file))
+    command = [sys.executable, "-m", "patchseries", "wheels", "--patches", str(release.ws.patches), "--workdir",
+               str(release.ws.workdir), "--dist", str(release.dist)]  # fmt: skip
+    env = {**os.environ, "PATCHSERIES_SIGNAL_AT": "fetch-download:SIGSTOP"}  # a download: before any wheel is made
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _, status = os.waitpid(run.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status)
+        _change_series(release.ws)  # an export meanwhile
+    finally:
+        status = continue_stopped(run.pid)
+
+    assert os.waitstatus_to_exitcode(status) == 0, run.stderr.read()  # type: ignore[union-attr]
+    assert set(_versions(release.dist).values()) == {f"1.0+series.3 {released}"}
+
+
+def test_a_changed_series_sorts_below_the_released_one_so_pip_takes_the_released_wheel(release: Release):
+    assert release.wheels().returncode == 0
+    changed = _change_series(release.ws)
+
+    assert release.wheels().returncode == 0
+
+    versions = {Version(version.split()[0]) for version in _versions(release.dist).values()}
+    assert len(versions) == 2
+    released = Version("1.0+series.3")
+    other = next(version for version in versions if version != released)
+    assert str(other).endswith(changed[:12])
+    assert other < Version("1.0+series.1") < released
+    assert other in SpecifierSet("==1.0")
+    pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed", "--no-index",
+           "--find-links", str(release.dist), "--report", "-", "fakelib==1.0"]  # fmt: skip
+    report = json.loads(subprocess.run(pip, capture_output=True, text=True, check=True).stdout)
+    assert [item["metadata"]["version"] for item in report["install"]] == ["1.0+series.3"]
+
+
+def test_a_version_already_built_from_another_series_is_refused(release: Release):
+    assert release.wheels().returncode == 0
+    before = files_of(release.dist)
+    _change_series(release.ws)
+    wanted = record_fingerprint(release.ws)  # released under the same series_version
+
+    error = one_error(release.wheels())
+
+    assert "was built from another series" in error
+    assert f'raise series_version in [wheels] of base.toml and set its fingerprint = "{wanted}"' in error
+    assert files_of(release.dist) == before
+    release.ws.pin_file.write_text(release.ws.pin_file.read_text().replace("series_version = 3", "series_version = 4"))
+    assert release.wheels().returncode == 0  # the remedy
+
+
+def test_a_killed_runs_scratch_folder_goes_with_the_next_run(release: Release):
+    killed = release.wheels(env={"PATCHSERIES_SIGNAL_AT": "wheels-built:SIGKILL"})
+    assert killed.returncode == -signal.SIGKILL
+
+    assert release.wheels().returncode == 0
+
+    assert [path.name for path in release.ws.workdir.iterdir() if path.name.startswith("tmp")] == []

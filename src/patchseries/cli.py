@@ -18,7 +18,7 @@ from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_in
 from patchseries.errors import SeriesError
 from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage
 from patchseries.lock import series_lock, workdir_lock
-from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, shell, tool_command
+from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, path_option, shell, tool_command
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
 from patchseries.series import read_series
@@ -159,7 +159,15 @@ def _lock(args: argparse.Namespace, ws: Workspace) -> Iterator[None]:
         else nullcontext(),
         series_lock(written) if written is not None and written.is_dir() else nullcontext(),
     ):
-        yield
+        # the runs' scratch folder: a killed run's is removed, as no other run uses it while this one holds the lock
+        scratch = ws.scratch if reads_workdir else None
+        try:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+            yield
+        finally:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _workdir_given_as(args: argparse.Namespace) -> str:
@@ -279,7 +287,32 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
         forward_pin, forward_patches = load_pin(forward_dir / "base.toml"), read_series(forward_dir / "series")
         print(f"{FORWARD_DIR}/ (onto {forward_pin.commit[:12]}):")
         status = max(status, _drift(args, ws, forward_dir, forward_pin, forward_patches, None))
+        if args.checkout is not None:
+            status = max(status, _forward_drift(args.checkout.resolve(), ws, pin, patches, forward_pin, forward_dir))
     return status
+
+
+def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch], target: Pin, folder: Path) -> int:
+    """Whether the forward series is what ``forward`` writes from the release series now (its ``From:`` aside)."""
+    from patchseries.forward import forward_series
+    from patchseries.series import listed_names, without_author
+
+    fresh = ws.scratch / FORWARD_DIR
+    fresh.mkdir(parents=True)
+    remedy = ws.command("forward", "--checkout", checkout)
+    try:
+        conflicts = [r.patch for r in forward_series(checkout, pin, patches, target, fresh) if r.status == "conflicts"]
+    except SeriesError as exc:
+        conflicts = [str(exc)]
+    names = ["series", *listed_names(folder / "series"), *listed_names(fresh / "series")]
+    differ = [n for n in dict.fromkeys(names) if not all((d / n).is_file() for d in (folder, fresh))
+              or without_author((folder / n).read_bytes()) != without_author((fresh / n).read_bytes())]  # fmt: skip
+    if conflicts or differ:
+        why = f"the release series does not forward ({', '.join(conflicts)})" if conflicts else ", ".join(differ)
+        print(f"drift: {FORWARD_DIR}/ is not what forward writes from the release series ({why}); `{remedy}`")
+        return 1
+    print(f"ok: {FORWARD_DIR}/ is what forward writes from the release series")
+    return 0
 
 
 def _drift(
@@ -292,7 +325,7 @@ def _drift(
 ) -> int:
     from patchseries.export import drift_report
 
-    reexport = _reexport(args, ws, patches_dir, pin)
+    reexport = _reexport(args, ws, patches_dir, pin, patches)
     if args.checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
         if not (args.checkout / ".git").exists():
             raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
@@ -318,13 +351,14 @@ def _drift(
     return 0
 
 
-def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: Pin) -> str:
+def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: Pin, patches: list[Patch]) -> str:
     """The command that writes ``patches_dir`` again, as the drift check's problems name it, with the run's own
-    --patches and --workdir (fifth hostile pass: `patchseries export`, no such command, without the run's options).
+    --patches and --workdir: it runs as written, through to the series written.
 
     A forward series (an upstream commit pinned) is made by ``forward`` from its release series; a release series by
     ``export`` of the person's edit tree: the first there is of the one of ``--checkout``, the sdist's (export's
-    default) and upstream's tag's (``edit --git``); none there, export's own refusal says how to make one."""
+    default; not for a series that changes files the sdist lacks, which export from it refuses to drop) and
+    upstream's tag's (``edit --git``); none there, the first of them is made with ``edit`` first."""
     from patchseries.apply import EDIT_DIR
     from patchseries.base import checkout_tree_name
 
@@ -335,15 +369,16 @@ def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: P
     if pin.commit and (release / "series").is_file() and (release / "base.toml").is_file():
         to = () if ws.patches == release / FORWARD_DIR else ("--to", ws.patches)
         return ws.command_on(release, "forward", *checkout, *to)
-    edits = ws.workdir / EDIT_DIR
-    default = _default_tree(ws)
+    edits, default = ws.workdir / EDIT_DIR, _default_tree(ws)
+    lacking = any(path.startswith(pin.sdist_lacks) for patch in patches for path in patch.touched_existing)
     candidates = [
-        *([edits / checkout_tree_name(args.checkout)] if args.checkout is not None else []),
-        default,
-        edits / f"git-{pin.commit[:12] or pin.tag}",
+        *([(edits / checkout_tree_name(args.checkout), ("edit", *checkout))] if checkout else []),
+        *([(default, ("edit",))] if not lacking else []),
+        (edits / f"git-{pin.commit[:12] or pin.tag}", ("edit", "--git")),
     ]
-    tree = next((path for path in candidates if (path / ".git").exists()), default)
-    return ws.command("export", *(("--tree", tree) if tree != default else ()))
+    tree, edit = next((tree for tree in candidates if (tree[0] / ".git").exists()), candidates[0])
+    export = ws.command("export", *(("--tree", tree) if tree != default else ()))
+    return export if (tree / ".git").exists() else f"{ws.command(*edit)} && {export}"
 
 
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
@@ -477,24 +512,17 @@ def _sdist_tree(ws: Workspace, pin: Pin, patches: list[Patch]) -> Path:
     return tree.path
 
 
-def _directory(value: str) -> Path:
-    """A path option: an empty value would silently mean the current directory."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError("needs a path, not an empty string")
-    return Path(value)
-
-
 def _parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     common = _Parser(add_help=False)
-    common.add_argument("--patches", type=_directory, help="the series directory (default: patches/ of the project)")
+    common.add_argument("--patches", type=path_option, help="the series directory (default: patches/ of the project)")
     common.add_argument(
-        "--workdir", type=_directory, help=f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, "
+        "--workdir", type=path_option, help=f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, "
         "else .work/ beside patches/)",
     )  # fmt: skip
 
     base = _Parser(add_help=False)
-    base.add_argument("--checkout", type=_directory, metavar="PATH", help="use an upstream clone (read-only) as base")
+    base.add_argument("--checkout", type=path_option, metavar="PATH", help="use an upstream clone (read-only) as base")
     base.add_argument("--git", action="store_true", help="clone upstream at the pinned tag as the base")
     base.add_argument("--force-base", action="store_true", help="accept a --checkout that is not at the pinned tag")
 
@@ -522,8 +550,8 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments, after --")
     test.set_defaults(handler=cmd_test)
     export = sub.add_parser("export", parents=[common], help="regenerate patches/ from a branch")
-    export.add_argument("--tree", type=_directory, help="the repository to export from (default: edit's sdist tree)")
-    export.add_argument("--branch", default="series", help="the branch to export (default: series)")
+    export.add_argument("--tree", type=path_option, help="the repository to export from (default: edit's sdist tree)")
+    export.add_argument("--branch", type=name_option, default="series", help="the branch to export (default: series)")
     export.add_argument(
         "--drop-missing", action="store_true", help="allow dropping hunks for upstream files the tree's base lacks "
         "(docs/, upstream tests/ on the sdist base)",
@@ -531,9 +559,11 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--author", metavar="'NAME <EMAIL>'", help=AUTHOR_HELP)
     export.set_defaults(handler=cmd_export)
     check = sub.add_parser("check", parents=[common], help="drift check, or with --onto: standing against a ref")
-    check.add_argument("--onto", metavar="REF", help="report each patch against REF of --checkout (e.g. master)")
     check.add_argument(
-        "--checkout", type=_directory, metavar="PATH", help="an upstream clone: where --onto's ref is, or, without "
+        "--onto", type=name_option, metavar="REF", help="report each patch against REF of --checkout (e.g. master)"
+    )
+    check.add_argument(
+        "--checkout", type=path_option, metavar="PATH", help="an upstream clone: where --onto's ref is, or, without "
         "--onto, whose pinned tag is the base of a drift check that covers the hunks for docs/ and upstream tests/ too",
     )  # fmt: skip
     check.set_defaults(handler=cmd_check)
@@ -541,10 +571,10 @@ def _parser() -> argparse.ArgumentParser:
         "forward", parents=[common], help=f"regenerate the forward series ({FORWARD_DIR}/) onto its pinned commit"
     )
     forward.add_argument(
-        "--checkout", type=_directory, metavar="PATH", required=True, help="an upstream clone with the release's tag "
+        "--checkout", type=path_option, metavar="PATH", required=True, help="an upstream clone with the release's tag "
         "and the forward series' pinned commit",
     )  # fmt: skip
-    forward.add_argument("--to", type=_directory, metavar="DIR", help=f"the forward series (default: {FORWARD_DIR}/)")
+    forward.add_argument("--to", type=path_option, metavar="DIR", help=f"the forward series (default: {FORWARD_DIR}/)")
     forward.add_argument("--author", metavar="'NAME <EMAIL>'", help=AUTHOR_HELP)
     forward.set_defaults(handler=cmd_forward)
     status = sub.add_parser("status", parents=[common], help="list each patch's upstream status trailers")
@@ -553,10 +583,12 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--torch", action="append", help="a torch release (repeatable; default: the documented list)")
     matrix.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto")
     matrix.add_argument(
-        "--write-docs", "--write-readme", dest="write_docs", type=Path, metavar="PATH",
+        "--write-docs", "--write-readme", dest="write_docs", type=path_option, metavar="PATH",
         help="replace the table between the matrix markers of PATH (docs/compatibility.md; --write-readme: old name)",
     )  # fmt: skip
-    matrix.add_argument("--from-json", type=Path, metavar="JSON", help="render a saved matrix.json instead of running")
+    matrix.add_argument(
+        "--from-json", type=path_option, metavar="JSON", help="render a saved matrix.json instead of running"
+    )
     matrix.add_argument(
         "--refresh-compile-stats", action="store_true", help="with --from-json: measure the compile statistics again"
     )

@@ -488,7 +488,10 @@ def _differences(
         )
         left_out = unchecked.get(name)
         if (_comparable(old, left_out) != _comparable(new, [])) if left_out else old != new:
-            problems.append(f"{name} differs from a fresh export; re-export it with `{reexport}`")
+            keep = shell("cp", patches_dir / name, kept_path(patches_dir / name))  # export refuses to lose its bytes
+            problems.append(
+                f"{name} differs from a fresh export; keep a copy and re-export it with `{keep} && {reexport}`"
+            )
     series = (patches_dir / "series").read_bytes().decode()  # as it is: read_text() would turn CRLF into LF
     if "\r" in series:
         problems.append(crlf_problem(patches_dir / "series", reexport, name="series file"))

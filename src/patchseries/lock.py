@@ -19,8 +19,8 @@ from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
 
 LOCK_NAME = "patchseries.lock"
-# what the tool writes in a work directory (paths.Workspace, apply.EDIT_DIR, hooks), and a name of none of them
-WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs", LOCK_NAME, "tmp-anything")
+# what the tool writes in a work directory (paths.Workspace, apply.EDIT_DIR, hooks)
+WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs", LOCK_NAME, "tmp")
 
 
 @contextmanager

@@ -177,6 +177,8 @@ def _row(data: Any, where: str) -> Row:
             changed_lines.ChangedLines.from_dict(row.changed_lines).line()
         except (AttributeError, KeyError, TypeError, ValueError):
             raise SeriesError(f"{where}: changed_lines is not a changed-lines record") from None
+    if not row.error and not (row.before and row.after):  # a run writes its results, or the error that stopped them
+        raise SeriesError(f"{where} has no test results (before and after) and no error; run the matrix again")
     return row
 
 
@@ -207,6 +209,8 @@ def missing_results(rows: list[Row]) -> list[tuple[str, str]]:
     for row in rows:
         if row.error:
             missing.append((row.torch, row.error))
+        elif not (row.before and row.after):
+            missing.append((row.torch, "no test results"))
         elif not row.compile or "error" in row.compile:
             missing.append((row.torch, f"compile statistics: {row.compile.get('error', 'none measured')}"))
     return missing

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -17,6 +19,25 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WORKDIR_ENV = "PATCHSERIES_WORKDIR"
 SERIES_DIR = "patches"
 ACCEPTANCE_DIR = "acceptance"  # the project's acceptance suite, laid out like upstream's tests/ (see acceptance.py)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def path_option(value: str) -> Path:
+    """Every path option's value (argparse ``type=``): a blank one would silently mean the current directory, and one
+    with a control character (a newline) no one-line error and no command printed for a shell can name."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("needs a path, not an empty string")
+    if _CONTROL.search(value):
+        raise argparse.ArgumentTypeError(f"{value!r} has a control character (a newline, a tab, ...); pass a path "
+                                         "without one")  # fmt: skip
+    return Path(value)
+
+
+def name_option(value: str) -> str:
+    """A name option's value (a git ref, a package): not blank, no control character."""
+    if not value.strip() or _CONTROL.search(value):
+        raise argparse.ArgumentTypeError(f"needs a name, not {value!r}")
+    return value
 
 
 def project_root(start: Path | None = None) -> Path | None:
@@ -120,6 +141,12 @@ class Workspace:
     @property
     def reports(self) -> Path:
         return self.workdir / "reports"
+
+    @property
+    def scratch(self) -> Path:
+        """The runs' temporary folders: the tool's own, emptied by each run that takes the work directory's lock (a
+        killed run's are left there, and no other run uses it meanwhile)."""
+        return self.workdir / "tmp"
 
 
 def tool_command(*args: str | Path) -> str:

@@ -22,8 +22,33 @@ _URL_SCHEMES = ("https", "http", "file")
 
 
 @dataclass(frozen=True)
+class Standalone:
+    """One standalone package the release wheels include: ``[wheels.<name>]``."""
+
+    name: str  # the import name and the wheel's name: pytorch_lightning
+    subpackage: str  # the unified package's subpackage it mirrors: pytorch (lightning.pytorch)
+    url: str
+    sha256: str
+    root: str  # the sdist's top folder
+    ships: tuple[str, ...]  # the subpackages whose mirrors its sdist carries: pytorch, fabric
+
+    @property
+    def sdist_filename(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Wheels:
+    """``[wheels]``: the release wheels' series number, the fingerprint released under it, the standalone packages."""
+
+    series_version: int
+    fingerprint: str
+    standalones: tuple[Standalone, ...]
+
+
+@dataclass(frozen=True)
 class Pin:
-    """The contents of ``patches/base.toml``."""
+    """The contents of ``patches/base.toml``: the one reader of that file, every table checked by every command."""
 
     name: str
     version: str
@@ -36,6 +61,7 @@ class Pin:
     base_commit: str
     sdist_lacks: tuple[str, ...]
     commit: str = ""  # a series against an upstream commit (the forward series for master) pins it here, no sdist
+    wheels: Wheels | None = None
 
     @property
     def sdist_filename(self) -> str:
@@ -82,21 +108,24 @@ class _BadPin(Exception):
 _KEYS = {
     "base": ("name", "version", "tag", "git_url", "release_date", "commit"),
     "sdist": ("url", "sha256", "root", "base_commit", "lacks"),
-    "wheels": (),  # the release wheels' pins: checked by patchseries.standalone, which only the wheel commands read
+    "wheels": ("series_version", "fingerprint"),  # and a table per standalone package
+    "package": ("subpackage", "url", "sha256", "root", "ships"),
 }
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a version or a folder name: one path component, no blanks
 
 
 def _pin(data: dict[str, Any]) -> Pin:
     base = _table(data, "base", "[base] with name, version, ...")
-    _known(data, "", tuple(_KEYS))
+    _known(data, "", ("base", "sdist", "wheels"))
     _known(base, "[base] ", _KEYS["base"])
     commit = _text(base, "commit", "base", default="")
     if commit:  # pinned to an upstream commit: there is no release, so no sdist and no tag
         _commit_id(commit, "[base] commit")
-        if "sdist" in data:
-            raise _BadPin("[sdist] is for a release: a series pinned to an upstream commit has none; remove one")
+        for table in ("sdist", "wheels"):
+            if table in data:
+                raise _BadPin(f"[{table}] is for a release: a series pinned to an upstream commit has none; remove one")
         return Pin(
             name=_text(base, "name", "base", nonempty=True), version=_name(base, "version", "base"),
             tag=_text(base, "tag", "base", default=""), git_url=_text(base, "git_url", "base", nonempty=True),
@@ -114,8 +143,9 @@ def _pin(data: dict[str, Any]) -> Pin:
     base_commit = _text(sdist, "base_commit", "sdist", default="")
     if base_commit:
         _commit_id(base_commit, "[sdist] base_commit")
+    name = _text(base, "name", "base", nonempty=True)
     return Pin(
-        name=_text(base, "name", "base", nonempty=True),
+        name=name,
         version=_name(base, "version", "base"),
         tag=_text(base, "tag", "base", nonempty=True),
         git_url=_text(base, "git_url", "base", nonempty=True),
@@ -125,7 +155,53 @@ def _pin(data: dict[str, Any]) -> Pin:
         sdist_root=_name(sdist, "root", "sdist"),
         base_commit=base_commit,
         sdist_lacks=tuple(lacks),
+        wheels=_wheels(_table(data, "wheels", "[wheels] with series_version, ..."), name) if "wheels" in data else None,
     )
+
+
+def _wheels(wheels: dict[str, Any], unified: str) -> Wheels:
+    _known({key: value for key, value in wheels.items() if not isinstance(value, dict)}, "[wheels] ", _KEYS["wheels"])
+    version = wheels.get("series_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise _BadPin(f"[wheels] series_version is not a positive integer (such as 7): {_shown(version)}")
+    recorded = _text(wheels, "fingerprint", "wheels", default="")
+    if recorded and not _SHA256.fullmatch(recorded):
+        raise _BadPin(f"[wheels] fingerprint is not the series' fingerprint (64 hexadecimal digits): {recorded!r}")
+    standalones = tuple(_standalone(name, table) for name, table in wheels.items() if isinstance(table, dict))
+    subpackages = [s.subpackage for s in standalones]
+    if len(set(subpackages)) != len(subpackages):
+        raise _BadPin("[wheels] names one subpackage for two standalone packages")
+    for standalone in standalones:
+        if standalone.name == unified:
+            raise _BadPin(f"[wheels.{standalone.name}] is the unified package, pinned in [sdist]")
+        missing = [sub for sub in standalone.ships if sub not in subpackages]
+        if missing:
+            raise _BadPin(f"[wheels.{standalone.name}] ships {missing[0]!r}, which no [wheels.*] table names as its "
+                          "subpackage")  # fmt: skip
+    return Wheels(version, recorded.lower(), standalones)
+
+
+def _standalone(name: str, table: dict[str, Any]) -> Standalone:
+    where = f"wheels.{name}"
+    if not _IDENTIFIER.fullmatch(name):
+        raise _BadPin(f"[{where}] is not a package's import name (such as pytorch_lightning)")
+    _known(table, f"[{where}] ", _KEYS["package"])
+    missing = [key for key in _KEYS["package"] if key not in table]
+    if missing:
+        raise _BadPin(f"[{where}] lacks the key {missing[0]!r}")
+    subpackage, sha256, ships = _text(table, "subpackage", where), _text(table, "sha256", where), table["ships"]
+    if not _IDENTIFIER.fullmatch(subpackage):
+        raise _BadPin(f"[{where}] subpackage is not a module name (such as pytorch): {subpackage!r}")
+    if not _SHA256.fullmatch(sha256):
+        raise _BadPin(f"[{where}] sha256 is not 64 hexadecimal digits (a sha256 digest): {sha256!r}")
+    if not (isinstance(ships, list) and ships and all(isinstance(s, str) and _IDENTIFIER.fullmatch(s) for s in ships)):
+        raise _BadPin(f'[{where}] ships is not a list of subpackage names (such as ["pytorch", "fabric"])')
+    if subpackage not in ships:
+        raise _BadPin(f"[{where}] ships does not list its own subpackage {subpackage!r}")
+    return Standalone(
+        name=name, subpackage=subpackage, url=_url(table, "url", where), sha256=sha256.lower(),
+        root=_name(table, "root", where), ships=tuple(ships),
+    )  # fmt: skip
 
 
 def _known(table: dict[str, Any], where: str, keys: tuple[str, ...]) -> None:

@@ -6,12 +6,14 @@ import hashlib
 import os
 import re
 import shlex
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patchseries.atomic import finish_rewrite
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
+from patchseries.lock import series_lock
 from patchseries.paths import tool_command
 
 _FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
@@ -88,6 +90,17 @@ def read_series(series_file: Path) -> list[Patch]:
             f"`{tool_command('export', '--patches', series_file.parent.absolute())}`)"
         )
     return patches
+
+
+def snapshot_series(folder: Path, into: Path) -> list[Patch]:
+    """The series of ``folder`` read once and held: its patches and ``base.toml`` copied into ``into`` under the
+    folder's lock (which ``export`` and ``forward`` hold while they write it), so that a command that works from them
+    for minutes sees one series throughout, whatever is written to ``folder`` meanwhile."""
+    with series_lock(folder):
+        patches = read_series(folder / "series")
+        into.mkdir(parents=True)
+        shutil.copyfile(folder / "base.toml", into / "base.toml")
+        return [replace(patch, path=Path(shutil.copyfile(patch.path, into / patch.name))) for patch in patches]
 
 
 def listed_names(series_file: Path) -> list[str]:

@@ -13,41 +13,12 @@ the standalone sdist as it is.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from patchseries.errors import SeriesError
-from patchseries.pin import Pin
+from patchseries.pin import Pin, Standalone
 from patchseries.series import Patch, diff_paths, file_sections, fingerprint, section_path
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
-_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ROOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
-_PACKAGE_KEYS = ("subpackage", "url", "sha256", "root", "ships")
-_WHEELS_KEYS = ("series_version", "fingerprint")
-
-
-@dataclass(frozen=True)
-class Standalone:
-    """One standalone package: ``[wheels.<name>]`` of the pin."""
-
-    name: str  # the import name and the wheel's name: pytorch_lightning
-    subpackage: str  # the unified package's subpackage it mirrors: pytorch (lightning.pytorch)
-    url: str
-    sha256: str
-    root: str  # the sdist's top folder
-    ships: tuple[str, ...]  # the subpackages whose mirrors its sdist carries: pytorch, fabric
-
-    @property
-    def sdist_filename(self) -> str:
-        return self.url.rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -76,14 +47,15 @@ class WheelPin:
 
     @property
     def local_version(self) -> str:
-        """The PEP 440 version of every wheel: the release, with the series as its local label (2.6.6+series.6).
+        """The PEP 440 version of every wheel: the release, with the series as its local label (2.6.6+series.7).
 
-        A series other than the recorded one gets its fingerprint's start too (2.6.6+series.6.dev0123456789ab): a
-        changed series never carries the version of the released one, so that pip never takes one for the other.
+        A series other than the recorded one is 2.6.6+changed.7.<its fingerprint's start>: never the version of a
+        released one, and below every released one (PEP 440 compares the local label's first part: ``changed`` sorts
+        before ``series``), so that pip prefers a released wheel in one ``--find-links`` folder.
         """
         if not self.series or self.is_released:
             return self.released
-        return f"{self.released}.dev{self.series[:12]}"
+        return f"{self.pin.version}+changed.{self.series_version}.{self.series[:12]}"
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -256,80 +228,11 @@ def _map_section(section: str, path: str, old: str, mapping: PackageMapping) -> 
 
 
 def load_wheel_pin(path: Path, pin: Pin) -> WheelPin:
-    """The ``[wheels]`` table of the pin file ``path``, every value checked before anything is fetched."""
-    try:
-        data = tomllib.loads(path.read_bytes().decode())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:  # load_pin read it already
-        raise SeriesError(f"pin file {path} cannot be read: {exc}") from None
-    wheels = data.get("wheels")
-    if not isinstance(wheels, dict):
+    """What the wheel commands build, from the ``[wheels]`` table :func:`patchseries.pin.load_pin` read and checked."""
+    if pin.wheels is None:
         raise SeriesError(
-            f"pin file {path} has no [wheels] table; the wheel commands need its series_version and the "
-            "standalone packages' sdists ([wheels.pytorch_lightning] with url, sha256, ...)"
+            f"pin file {path} has no [wheels] table; the wheel commands need its series_version and the standalone "
+            "packages' sdists ([wheels.pytorch_lightning] with url, sha256, ...)"
         )
-    if not pin.has_sdist:
-        raise SeriesError(f"pin file {path} pins an upstream commit: wheels are built from a release's sdists")
-    try:
-        return _wheel_pin(wheels, pin)
-    except ValueError as exc:
-        raise SeriesError(f"pin file {path}: {exc}") from None
-
-
-def _wheel_pin(wheels: dict[str, Any], pin: Pin) -> WheelPin:
-    tables = {key: value for key, value in wheels.items() if isinstance(value, dict)}
-    unknown = sorted(set(wheels) - set(tables) - set(_WHEELS_KEYS))
-    if unknown:
-        raise ValueError(f"[wheels] has the unknown key {unknown[0]!r}; known: {', '.join(_WHEELS_KEYS)} and tables")
-    version = wheels.get("series_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ValueError(f"[wheels] series_version is not a positive integer (such as 6): {version!r}")
-    recorded = wheels.get("fingerprint", "")
-    if not isinstance(recorded, str) or (recorded and not _SHA256.fullmatch(recorded)):
-        raise ValueError(f"[wheels] fingerprint is not the series' fingerprint (64 hexadecimal digits): {recorded!r}")
-    standalones = tuple(_standalone(name, table) for name, table in tables.items())
-    subpackages = [s.subpackage for s in standalones]
-    if len(set(subpackages)) != len(subpackages):
-        raise ValueError("[wheels] names one subpackage for two standalone packages")
-    for standalone in standalones:
-        if standalone.name == pin.name:
-            raise ValueError(f"[wheels.{standalone.name}] is the unified package, pinned in [sdist]")
-        missing = [sub for sub in standalone.ships if sub not in subpackages]
-        if missing:
-            raise ValueError(
-                f"[wheels.{standalone.name}] ships {missing[0]!r}, which no [wheels.*] table names as its subpackage"
-            )
-    return WheelPin(pin, version, standalones, recorded.lower())
-
-
-def _standalone(name: str, table: dict[str, Any]) -> Standalone:
-    where = f"[wheels.{name}]"
-    if not _IDENTIFIER.fullmatch(name):
-        raise ValueError(f"{where} is not a package's import name (such as pytorch_lightning)")
-    unknown = sorted(set(table) - set(_PACKAGE_KEYS))
-    if unknown:
-        raise ValueError(f"{where} has the unknown key {unknown[0]!r}; known: {', '.join(_PACKAGE_KEYS)}")
-    missing = [key for key in _PACKAGE_KEYS if key not in table]
-    if missing:
-        raise ValueError(f"{where} lacks the key {missing[0]!r}")
-    texts = {key: table[key] for key in ("subpackage", "url", "sha256", "root")}
-    for key, value in texts.items():
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"{where} {key} is not a non-empty string: {value!r}")
-    if not _IDENTIFIER.fullmatch(texts["subpackage"]):
-        raise ValueError(f"{where} subpackage is not a module name (such as pytorch): {texts['subpackage']!r}")
-    if not _SHA256.fullmatch(texts["sha256"]):
-        raise ValueError(f"{where} sha256 is not 64 hexadecimal digits (a sha256 digest): {texts['sha256']!r}")
-    if not texts["url"].startswith(("https://", "http://", "file://")):
-        raise ValueError(f"{where} url is not a URL (https://... or file://...): {texts['url']!r}")
-    if not _ROOT.fullmatch(texts["root"]):
-        raise ValueError(f"{where} root is not a folder name: {texts['root']!r}")
-    ships = table["ships"]
-    names = isinstance(ships, list) and all(isinstance(s, str) and _IDENTIFIER.fullmatch(s) for s in ships)
-    if not ships or not names:
-        raise ValueError(f'{where} ships is not a list of subpackage names (such as ["pytorch", "fabric"])')
-    if texts["subpackage"] not in ships:
-        raise ValueError(f"{where} ships does not list its own subpackage {texts['subpackage']!r}")
-    return Standalone(
-        name=name, subpackage=texts["subpackage"], url=texts["url"], sha256=texts["sha256"].lower(),
-        root=texts["root"], ships=tuple(ships),
-    )  # fmt: skip
+    wheels = pin.wheels
+    return WheelPin(pin, wheels.series_version, wheels.standalones, wheels.fingerprint)

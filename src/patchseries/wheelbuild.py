@@ -86,10 +86,10 @@ def _build_wheels(
 ) -> list[BuiltWheel]:
     pin = wheel_pin.pin
     # what is in dist/ at the wheels' names first: a person's is refused before anything is downloaded or built
-    check_targets(dist, wheel_pin.packages, wheel_pin.local_version)
+    check_targets(dist, wheel_pin.packages, wheel_pin.local_version, wheel_pin.series)
     for patch in patches:  # as `check` names it: the mapping below reads the diff's lines, which end in CR there
         if has_crlf(patch.path):
-            raise SeriesError(crlf_problem(patch.path, ws.command("export")))
+            raise SeriesError(crlf_problem(ws.patches / patch.name, ws.command("export")))
     # every patch mapped onto every standalone package first: one without a counterpart is refused before a download
     mapped = {s.name: [map_patch(p, wheel_pin.mapping(s.name), pin.sdist_lacks) for p in patches] for s in
               wheel_pin.standalones}  # fmt: skip
@@ -100,7 +100,8 @@ def _build_wheels(
     # a file the series deletes (or renames away) is one the wheel must not have
     deleted = set(out("diff", "--name-only", "--no-renames", "--diff-filter=D", BASE_REF, SERIES_REF,
                       cwd=tree.path).splitlines())  # fmt: skip
-    with tempfile.TemporaryDirectory(dir=ws.workdir, prefix="tmp-wheels-") as scratch:
+    ws.scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ws.scratch, prefix="wheels-") as scratch:
         built: list[tuple[BuiltWheel, Path]] = []
         for source in sources:
             work = Path(scratch) / source.package
@@ -121,7 +122,7 @@ def _build_wheels(
             _verify(wheel, source, wheel_pin.local_version, record, tree_dir, in_wheel)
             built.append((BuiltWheel(source.package, dist / wheel.name, tuple(in_package)), wheel))
         stage("wheels-built")
-        move_into(dist, [wheel for _, wheel in built], wheel_pin.packages, lock)
+        move_into(dist, [wheel for _, wheel in built], wheel_pin.packages, wheel_pin.series, lock)
     return [wheel for wheel, _ in built]
 
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
 from patchseries.environment import DEFAULT_TORCH, known_torch, parse_torch_version, torch_index
 from patchseries.errors import SeriesError
-from patchseries.paths import Workspace
+from patchseries.paths import Workspace, name_option, path_option
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
-from patchseries.series import Patch, read_series
+from patchseries.series import Patch, snapshot_series
 from patchseries.standalone import WheelPin, load_wheel_pin
 from patchseries.wheeldist import check_dist, default_dist
 from patchseries.wheels import check_python, running_python
@@ -22,9 +23,9 @@ Build the release series into wheels of lightning, pytorch_lightning and lightni
 pinned sdist (sha256 checked), the series applied (for a standalone package, mapped onto its paths and imports as
 Lightning's own build mirrors them), built by the package's own build backend, with the local version
 <release>+series.<series_version> (a series other than the one base.toml's [wheels] fingerprint records:
-<release>+series.<series_version>.dev<its fingerprint>) and the series' record (patch-series.json) in its
-.dist-info. dist/ gets every wheel in one step or none, and anything of yours at a wheel's name is refused before
-any build; a tree that is not exactly the series is refused.
+<release>+changed.<series_version>.<its fingerprint>, below every released one) and the series' record
+(patch-series.json) in its .dist-info. dist/ gets every wheel in one step or none, and anything of yours at a
+wheel's name is refused before any build; a tree that is not exactly the series is refused.
 """
 TEST_DESCRIPTION = """\
 Install the wheels of dist/ into a fresh environment with a torch release (with uv or pip, not editable), check
@@ -40,18 +41,18 @@ def add_parsers(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "wheels", parents=parents, help="build the release wheels (lightning and the standalone packages) into dist/",
         description=WHEELS_DESCRIPTION, formatter_class=raw,
     )  # fmt: skip
-    wheels.add_argument("--dist", type=_directory, metavar="DIR", help="where the wheels go (default: dist/ of the "
+    wheels.add_argument("--dist", type=path_option, metavar="DIR", help="where the wheels go (default: dist/ of the "
                         "project)")  # fmt: skip
     wheels.set_defaults(handler=cmd_wheels)
     test = sub.add_parser(
         "test-wheels", parents=parents, help="install the wheels of dist/ with torch and run the acceptance suite",
         description=TEST_DESCRIPTION, formatter_class=raw, epilog="pytest arguments go after --, e.g. -- -x",
     )  # fmt: skip
-    test.add_argument("--dist", type=_directory, metavar="DIR", help="where the wheels are (default: dist/)")
+    test.add_argument("--dist", type=path_option, metavar="DIR", help="where the wheels are (default: dist/)")
     test.add_argument("--torch", action="append", help=f"a torch release (repeatable; default {DEFAULT_TORCH})")
     test.add_argument(
-        "--package", action="append", help="a package whose wheel to test (repeatable; default: lightning and "
-        "pytorch_lightning)",
+        "--package", action="append", type=_package, help="a package whose wheel to test, as pip or import names it "
+        "(repeatable; default: lightning and pytorch_lightning)",
     )  # fmt: skip
     test.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto", help="auto: uv if present")
     test.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments, after --")
@@ -82,10 +83,11 @@ def _dist(args: argparse.Namespace, ws: Workspace) -> Path:
 
 
 def _load(ws: Workspace) -> tuple[WheelPin, list[Patch]]:
-    """The wheel pin for the series of ``patches/`` (whose fingerprint decides the wheels' local version)."""
-    pin = load_pin(ws.pin_file)
-    patches = read_series(ws.series_file)
-    return load_wheel_pin(ws.pin_file, pin).for_series(patches), patches
+    """The wheel pin and the series of ``patches/``, read once, from a snapshot (whose fingerprint decides the
+    wheels' local version and fills their records)."""
+    snapshot = ws.scratch / "series"
+    patches = snapshot_series(ws.patches, snapshot)
+    return load_wheel_pin(ws.pin_file, load_pin(snapshot / "base.toml")).for_series(patches), patches
 
 
 def _rebuild(args: argparse.Namespace, ws: Workspace) -> str:
@@ -128,7 +130,7 @@ def cmd_test_wheels(args: argparse.Namespace, ws: Workspace) -> int:
     return 1 if 1 in statuses else (5 if 5 in statuses else 0)
 
 
-def _directory(value: str) -> Path:
-    if not value.strip():
-        raise argparse.ArgumentTypeError("needs a path, not an empty string")
-    return Path(value)
+def _package(value: str) -> str:
+    """A package as pip spells it too (``pytorch-lightning``, ``Lightning_Fabric``): PEP 503's normalized name, with
+    ``_`` (the wheels' and the import names' spelling)."""
+    return re.sub(r"[-_.]+", "_", name_option(value)).lower()

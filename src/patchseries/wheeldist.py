@@ -1,7 +1,7 @@
 """``dist/``, where ``patchseries wheels`` puts the wheels: all in one step or none, nothing of a person's touched.
 
 Every place a wheel goes is checked before anything is built (:func:`check_dist`, :func:`check_targets`): a ``--dist``
-that is a file, lies in the work directory or has a control character in its path is refused, and so is anything at a
+that is a file or lies in the work directory is refused, and so is anything at a
 wheel's name that is not a wheel exactly as the tool built it (:func:`wheel_problem`: every member listed in its
 ``RECORD`` with its sha256 and size, nothing listed missing, and the tool's record in its ``.dist-info``).
 
@@ -25,7 +25,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -40,7 +39,6 @@ RECORD_NAME = "patch-series.json"  # in each wheel's .dist-info: importlib.metad
 PROJECT = "lightning-compile-series"  # the record's "project": what marks a wheel as the tool's
 STAGING = ".patchseries-wheels.partial"  # in dist: the finished wheels are copied here before any is renamed in
 REPLACED = "replaced"  # in the staging folder: the tool's earlier wheels the new ones replace, until all are in
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a newline in a path: no one-line error can name it for a shell
 
 
 def default_dist(ws: Workspace) -> Path:
@@ -54,15 +52,9 @@ def wheel_prefix(package: str, local_version: str) -> str:
 
 
 def check_dist(dist: Path, ws: Workspace, writes: bool) -> None:
-    """Refuse a ``--dist`` that cannot hold the wheels, before anything is made: a path with a control character (a
-    newline: no one-line error, and no remedy run by a shell, can name it), a file, or (for ``writes``, the build) a
-    folder in the work directory, whose trees the tool refuses once changed and whose other folders it removes and
-    rebuilds (fifth hostile pass: a ``--dist`` in a tool's tree made every later run refuse the tree)."""
-    if _CONTROL.search(str(dist)):
-        raise SeriesError(
-            f"--dist {str(dist)!r} has a control character (a newline, a tab, ...) in its path, which no one-line "
-            "error and no remedy printed for a shell can name; pass a folder whose path has none"
-        )
+    """Refuse a ``--dist`` that cannot hold the wheels, before anything is made: a file, or (for ``writes``, the
+    build) a folder in the work directory, whose trees the tool refuses once changed and whose other folders it
+    removes and rebuilds."""
     if dist.exists() and not dist.is_dir():
         raise SeriesError(f"--dist {dist} is a file; pass the folder of the wheels")
     if writes and (dist == ws.workdir or ws.workdir in dist.parents):
@@ -160,25 +152,28 @@ def _flock_holder(status: os.stat_result) -> str:
     return ""
 
 
-def check_targets(dist: Path, packages: Iterable[str], local_version: str) -> None:
+def check_targets(dist: Path, packages: Iterable[str], local_version: str, series: str) -> None:
     """Refuse anything in ``dist`` named as a wheel the run makes (``<package>-<local_version>-*.whl``) that is not a
-    wheel as the tool built it, and a staging folder a killed run left that holds anything not the tool's."""
+    wheel as the tool built it from ``series`` (a fingerprint), and a staging folder a killed run left that holds
+    anything not the tool's."""
     if not dist.is_dir():
         return
     packages = tuple(packages)
     _leftover(dist / STAGING, dist, packages)  # refuses; puts nothing back yet
     for package in packages:
         for path in sorted(dist.glob(f"{wheel_prefix(package, local_version)}*.whl")):
-            check_target(path)
+            check_target(path, series)
 
 
-def check_target(target: Path) -> None:
-    """``target`` is free, or a wheel exactly as the tool built it (replaced by the new one); anything else may be a
-    person's: a wheel of theirs, or one of the tool's that they changed (a file added with ``zip``)."""
+def check_target(target: Path, series: str) -> None:
+    """``target`` is free, or a wheel exactly as the tool built it from ``series`` (replaced by the new one); anything
+    else may be a person's (a wheel of theirs, one of the tool's they changed), or is another series' release under
+    the same version, which a version never names twice."""
     if not (target.exists() or target.is_symlink()):
         return
     problem = wheel_problem(target)
     if not problem:
+        refuse_another_series(target, series, "; nothing was written to dist/")
         return
     raise SeriesError(
         f"{target} is in the way: a wheel goes there, and what is there is not a wheel as the tool built it "
@@ -187,9 +182,21 @@ def check_target(target: Path) -> None:
     )
 
 
-def is_tool_wheel(path: Path) -> bool:
-    """Whether ``path`` is a wheel exactly as the tool built it (:func:`wheel_problem`)."""
-    return not wheel_problem(path)
+def refuse_another_series(wheel: Path, series: str, then: str) -> None:
+    """Refuse a wheel whose record names another series than ``series`` (a fingerprint) under the version ``series``
+    builds: a version names one series."""
+    record = None
+    errors = (zipfile.BadZipFile, ValueError, OSError, StopIteration, AttributeError)
+    with contextlib.suppress(*errors), zipfile.ZipFile(wheel) as archive:
+        name = next(name for name in archive.namelist() if name.endswith(f".dist-info/{RECORD_NAME}"))
+        record = json.loads(archive.read(name)).get("series")
+    built_from = str(record.get("fingerprint", "none")) if isinstance(record, dict) else "none"
+    if built_from != series:
+        raise SeriesError(
+            f"{wheel} was built from another series (fingerprint {built_from[:12]}, patches/ is {series[:12]}) under "
+            "the same version, and a version names one series: raise series_version in [wheels] of base.toml and "
+            f'set its fingerprint = "{series}"{then}'
+        )
 
 
 def wheel_problem(path: Path) -> str:
@@ -249,7 +256,7 @@ def _record_rows(data: bytes) -> dict[str, tuple[str, str]]:
     return rows
 
 
-def move_into(dist: Path, wheels: list[Path], packages: Iterable[str], lock: DistLock) -> None:
+def move_into(dist: Path, wheels: list[Path], packages: Iterable[str], series: str, lock: DistLock) -> None:
     """Put ``wheels`` (built and checked) into ``dist``, all of them or none (module docstring), under ``lock``."""
     made = not dist.exists()
     lock.acquire(make=True)  # held from here on (if it was not already): no other run writes dist/ meanwhile
@@ -257,7 +264,7 @@ def move_into(dist: Path, wheels: list[Path], packages: Iterable[str], lock: Dis
     try:
         restores = _leftover(staging, dist, tuple(packages))
         for wheel in wheels:
-            check_target(dist / wheel.name)
+            check_target(dist / wheel.name, series)
         for backup, target in restores:  # a killed run's: its earlier wheels back where they were
             os.replace(backup, target)
             stage("wheel-restored")

@@ -50,7 +50,7 @@ from patchseries.standalone import PackageMapping, WheelPin, replace_imports
 from patchseries.testrun import TestOutcome, run_tests
 from patchseries.trees import BASE_REF
 from patchseries.wheelbuild import SERIES_REF
-from patchseries.wheeldist import RECORD_NAME, wheel_prefix
+from patchseries.wheeldist import RECORD_NAME, refuse_another_series, wheel_prefix
 from patchseries.wheels import check_python, running_python
 
 MIN_LINE = 12  # characters of a looked-up line: shorter ones (``return x``) are in many files
@@ -202,12 +202,7 @@ def run_wheel_test(
     check_python(torch, parse_torch_version(torch), running_python())
     wheel = find_wheel(dist, package, wheel_pin.local_version, rebuild)
     wanted = fingerprint(patches)
-    built_from = _wheel_record(wheel).get("series", {}).get("fingerprint")
-    if built_from != wanted:
-        raise SeriesError(
-            f"{wheel} was built from another series (fingerprint {str(built_from)[:12]}, patches/ is {wanted[:12]}); "
-            f"build the wheels again ({rebuild})"
-        )
+    refuse_another_series(wheel, wanted, f", then build the wheels again ({rebuild})")
     wheels = [wheel, *_required_wheels(wheel, wheel_pin, dist, rebuild)]
     ws.workdir.mkdir(parents=True, exist_ok=True)
     tree, _ = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)
@@ -233,7 +228,8 @@ def run_wheel_test(
     log(f"installed {package} {result.version} in {venv.name}; installed-files check: "
         f"{'ok' if result.files_ok else 'FAILED'}")  # fmt: skip
     suites = _suites(wheel_pin, package)
-    with tempfile.TemporaryDirectory(dir=ws.workdir, prefix="tmp-wheel-tests-") as scratch:
+    ws.scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ws.scratch, prefix="wheel-tests-") as scratch:
         root = Path(scratch)
         modules = _write_suite(ws.acceptance, root, suites, mapping)
         # Lightning's own pytest configuration, as the main job runs under it in the tree (not this project's)
@@ -293,16 +289,6 @@ def _added_runs(section: str) -> list[list[str]]:
     if current:
         runs.append(current)
     return runs
-
-
-def _wheel_record(wheel: Path) -> dict[str, dict[str, str]]:
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            names = [n for n in archive.namelist() if n.endswith(f".dist-info/{RECORD_NAME}")]
-            data = json.loads(archive.read(names[0]).decode()) if names else {}
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise SeriesError(f"{wheel} is not a readable wheel: {exc}") from None
-    return data if isinstance(data, dict) else {}
 
 
 def _dist_name(wheel: Path) -> str:
