@@ -34,6 +34,7 @@ from patchseries.environment import find_uv
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
 from patchseries.interrupts import stage
+from patchseries.lock import Lock
 from patchseries.paths import Workspace
 from patchseries.pin import Pin
 from patchseries.progress import Log
@@ -43,7 +44,6 @@ from patchseries.trees import BASE_REF
 from patchseries.wheeldist import (
     PROJECT,
     RECORD_NAME,
-    DistLock,
     check_targets,
     move_into,
     wheel_prefix,
@@ -82,7 +82,7 @@ def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist:
 
 
 def _build_wheels(
-    ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log, lock: DistLock
+    ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log, lock: Lock
 ) -> list[BuiltWheel]:
     pin = wheel_pin.pin
     # what is in dist/ at the wheels' names first: a person's is refused before anything is downloaded or built
