@@ -33,17 +33,17 @@ from patchseries.base import resolve_source
 from patchseries.environment import (
     TEST_REQUIREMENTS,
     Environment,
+    build_venv,
+    choose_uv,
     companion_requirements,
-    find_uv,
     index_args,
     parse_torch_version,
-    run_installer,
     torch_index,
 )
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
 from patchseries.harness import _RUNIF
-from patchseries.paths import Workspace, remove
+from patchseries.paths import Workspace
 from patchseries.progress import Log
 from patchseries.series import Patch, file_sections, fingerprint, section_path
 from patchseries.standalone import PackageMapping, WheelPin, replace_imports
@@ -312,27 +312,12 @@ def _required_wheels(wheel: Path, wheel_pin: WheelPin, dist: Path, rebuild: str)
 def _fresh_environment(ws: Workspace, package: str, torch: str, wheels: list[Path], log: Log, installer: str) -> Path:
     py = f"py{sys.version_info[0]}.{sys.version_info[1]}"
     venv = ws.venvs / f"wheel-{package}-{py}-torch{torch}"
-    remove(venv)  # fresh every time: what a user's new environment is
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    uv = find_uv() if installer in ("auto", "uv") else None
-    if installer == "uv" and uv is None:
-        raise SeriesError("--installer uv was requested but uv is not installed; install uv, or use --installer pip")
+    uv = choose_uv(installer)  # made fresh every time (no recipe): what a user's new environment is
     requirements = [f"torch=={torch}", *companion_requirements(torch), *TEST_REQUIREMENTS, *map(str, wheels)]
     log(f"creating {venv.name}: torch {torch} and {', '.join(w.name for w in wheels)} installed with "
         f"{'uv pip' if uv else 'pip'}")  # fmt: skip
-    python = str(venv / "bin" / "python")
-    try:
-        if uv:
-            run_installer([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], "cannot make a venv", log)
-            command = [uv, "pip", "install", "--quiet", "--python", python]
-        else:
-            run_installer([sys.executable, "-m", "venv", str(venv)], "cannot create an environment", log)
-            command = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        run_installer([*command, *index_args(uv is not None, torch_index()), *requirements],
-                      f"cannot install {wheels[0].name} with torch {torch}", log)  # fmt: skip
-    except BaseException:
-        remove(venv)
-        raise
+    build_venv(venv, sys.executable, uv, [*index_args(uv is not None, torch_index()), *requirements],
+               f"cannot install {wheels[0].name} with torch {torch}", log)  # fmt: skip
     return venv
 
 
