@@ -17,6 +17,7 @@ from patchseries.lock import series_lock
 from patchseries.paths import tool_command
 
 _FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
 _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
@@ -229,6 +230,35 @@ def file_sections(diff: str) -> list[str]:
     """The per-file sections of a patch's diff, each from its ``diff --git`` line to the next (text before the first,
     such as a message and a diffstat, is dropped)."""
     return _FILE_SECTION_START.split(diff)[1:]
+
+
+def hunks(section: str) -> list[list[tuple[str, int, str]]]:
+    """The tool's one reader of diff hunks: the hunks of ``section`` (one file's part of a unified diff), each as its
+    lines ``(marker, number, text)``: the marker (`` ``, ``+`` or ``-``), the line's number in the new file (for a
+    ``-`` line, the number the next new line has) and its text. Each hunk is as long as its header says, so
+    that a line after the last one (format-patch's signature ``-- ``) is never read as one of its lines."""
+    result = []
+    lines = iter(section.split("\n"))
+    for line in lines:
+        header = _HUNK.match(line)
+        if header is None:
+            continue
+        old, number, new = (int(count) if count is not None else 1 for count in header.groups())
+        hunk: list[tuple[str, int, str]] = []
+        while old > 0 or new > 0:
+            line = next(lines, "")
+            marker = line[:1]
+            if marker == "\\":  # "\ No newline at end of file"
+                continue
+            if marker not in (" ", "+", "-"):
+                break
+            hunk.append((marker, number, line[1:].removesuffix("\r")))
+            if marker != "-":
+                number, new = number + 1, new - 1
+            if marker != "+":
+                old -= 1
+        result.append(hunk)
+    return result
 
 
 def section_path(section: str) -> str:

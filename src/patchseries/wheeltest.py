@@ -45,7 +45,7 @@ from patchseries.gitcmd import git
 from patchseries.harness import _RUNIF
 from patchseries.paths import Workspace
 from patchseries.progress import Log
-from patchseries.series import Patch, file_sections, fingerprint, section_path
+from patchseries.series import Patch, file_sections, fingerprint, hunks, section_path
 from patchseries.standalone import PackageMapping, WheelPin, replace_imports
 from patchseries.testrun import TestOutcome, run_tests
 from patchseries.trees import BASE_REF
@@ -273,21 +273,14 @@ def _stripped(lines: list[str]) -> set[str]:
 def _added_runs(section: str) -> list[list[str]]:
     """The runs of consecutive added lines of a diff section, each line with its newline."""
     runs: list[list[str]] = []
-    in_hunk = False
-    current: list[str] = []
-    for line in section.splitlines(keepends=True):
-        if line.startswith("@@"):
-            in_hunk = True
-        elif in_hunk and line.startswith("+"):
-            current.append(line[1:])
-            continue
-        elif in_hunk and line.rstrip("\n") == "-- ":  # format-patch's signature after the last hunk
-            break
-        if current:
-            runs.append(current)
-            current = []
-    if current:
-        runs.append(current)
+    for hunk in hunks(section):
+        current: list[str] = []
+        for marker, _, text in [*hunk, (" ", 0, "")]:
+            if marker == "+":
+                current.append(text + "\n")
+            elif current:
+                runs.append(current)
+                current = []
     return runs
 
 
