@@ -19,12 +19,11 @@ from pathlib import Path
 from patchseries import scratch
 from patchseries.base import BaseSource, BaseTree, build_base, kept_download, resolve_source
 from patchseries.errors import SeriesError
-from patchseries.export import dropped_hunks
 from patchseries.gitcmd import TOOL_IDENTITY, failure_cause, git, git_path, has_path, out
 from patchseries.paths import Workspace, kept_path, remove, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.series import Patch, file_sections, fingerprint, keep_cr, section_path
+from patchseries.series import Patch, dropped_hunks, file_sections, fingerprint, keep_cr, section_path
 from patchseries.trees import (
     BASE_REF,
     SERIES_REF,

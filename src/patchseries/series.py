@@ -12,7 +12,7 @@ from pathlib import Path
 
 from patchseries.atomic import finish_rewrite
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import git
+from patchseries.gitcmd import git, has_path
 from patchseries.lock import series_lock
 from patchseries.paths import tool_command
 
@@ -198,6 +198,37 @@ def keep_cr(patch: Path) -> list[str]:
     `git am` strips the CR, and the file applied is not the one exported: fourth hostile pass); not for a patch file
     converted to CRLF line endings, whose CRs are no file's."""
     return [] if has_crlf(patch) else ["--keep-cr"]
+
+
+def dropped_hunks(
+    repo: Path, base: str, committed: list[Patch], lacks: tuple[str, ...], exported: list[Path] | None = None
+) -> list[str]:
+    """``"<patch>'s hunks for <paths>"`` for each ``committed`` patch that changes files ``base`` of ``repo`` lacks:
+    what an export of ``repo`` would drop (``exported``: the patches it made, which name a file one of its commits
+    adds there).
+
+    A tree whose base lacks those files (the sdist tree) never had those hunks, so nothing it exports can carry them:
+    the whole committed series is compared, not patch by patch, so that a reworded subject or a patch that changes
+    only such files (which applying skipped) cannot hide a loss. A file that a commit of the tree adds at such a path
+    (a placeholder) is not upstream's either, so it hides nothing; only a file the series itself adds before the patch
+    that changes it is not lost.
+    """
+    if not lacks:
+        return []
+    exported_new = {path for patch in exported or [] for path in parse_patch(patch).new_files}
+    added_by_series: set[str] = set()  # a file an earlier patch of the series adds is the series', not upstream's
+    dropped = []
+    for old in committed:
+        lost = [
+            p
+            for p in old.touched_existing
+            if p.startswith(lacks) and p not in added_by_series and not has_path(repo, p, base)
+        ]
+        if lost:
+            shown = [f"{p} (replaced by a new file there)" if p in exported_new else p for p in lost]
+            dropped.append(f"{old.name}'s hunks for {', '.join(shown)}")
+        added_by_series.update(old.new_files)
+    return dropped
 
 
 def diff_paths(line: str) -> tuple[str, str] | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patchseries.apply import tool_tree
-from patchseries.base import _safe_extract, download_sdist, resolve_source
+from patchseries.base import download_sdist, resolve_source, safe_extract
 from patchseries.environment import find_uv
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
@@ -142,7 +142,7 @@ def _sources(ws: Workspace, wheel_pin: WheelPin, log: Log) -> list[Source]:
 
 def _unpack(source: Source, dest: Path) -> Path:
     dest.mkdir(parents=True)
-    _safe_extract(source.archive, dest)
+    safe_extract(source.archive, dest)
     unpacked = dest / source.root
     if not unpacked.is_dir():
         raise SeriesError(f"{source.filename} has no top-level folder {source.root!r}; check its root in the pin")

@@ -42,7 +42,7 @@ from patchseries.environment import (
 )
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
-from patchseries.harness import _RUNIF
+from patchseries.harness import RUNIF
 from patchseries.paths import Workspace
 from patchseries.progress import Log
 from patchseries.series import Patch, file_sections, fingerprint, hunks, section_path
@@ -354,7 +354,7 @@ def _write_suite(source: Path, root: Path, suites: list[str], mapping: PackageMa
         if not runif.exists():
             sub = suite.removeprefix("tests_")
             runif.parent.mkdir(parents=True, exist_ok=True)
-            runif.write_text(_mapped(_RUNIF.format(suite=suite, package=f"{mapping.base}.{sub}"), mapping))
+            runif.write_text(_mapped(RUNIF.format(suite=suite, package=f"{mapping.base}.{sub}"), mapping))
             written.append(runif)
     for path in written:  # package markers from tests/<suite> down, as upstream has them
         folder = path.parent
