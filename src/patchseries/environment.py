@@ -63,8 +63,8 @@ def torch_release(version: str) -> str:
 
 def known_torch(version: str) -> str:
     """A ``--torch`` value as every subcommand takes it: its full release number (:func:`torch_release`), refused
-    when it is not a release number, older than 2.1 or newer than every release this tool knows (fifth hostile pass:
-    ``test-wheels --torch 9.9.9`` built an environment, then failed in the installer)."""
+    when it is not a release number, older than 2.1 or newer than every release this tool knows, before an
+    environment is built for nothing."""
     release = torch_release(version)
     check_known(release, parse_torch_version(release))
     return release

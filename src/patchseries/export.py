@@ -57,7 +57,7 @@ _FORMAT_SETTINGS = (
 )  # fmt: skip
 _FORMAT_CONFIG = tuple(option for setting in _FORMAT_SETTINGS for option in ("-c", setting))
 AUTHOR_ENV = "PATCHSERIES_AUTHOR"  # the author of every written patch when --author is not given
-# no control character: git drops a newline from a name (`Eve\nBcc: x` became `EveBcc: x`, fourth hostile pass)
+# no control character: git drops a newline from a name (`Eve\nBcc: x` would become `EveBcc: x`)
 _IDENTITY = re.compile(r"^(?P<name>[^<>\x00-\x1f]*[^<>\s])\s*<(?P<email>[^<>\s@]+@[^<>\s@]+)>$")
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
@@ -197,8 +197,8 @@ def _fix(given_as: str) -> str:
 
 def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
     """Refuse to export ``repo`` into a series whose ``base.toml`` pins another base than its branch ``base``: the
-    series would be replaced by patches against that other base (found by the third hostile pass: the sdist tree
-    exported over the forward series). The base is known by the record ``edit`` wrote, else by its commit (the
+    series would be replaced by patches against that other base (the sdist tree's export over the forward series).
+    The base is known by the record ``edit`` wrote, else by its commit (the
     pinned commit, the sdist's base commit, or the tag of the pinned release in the person's own clone)."""
     record = BaseRecord.read(repo)
     commit = git("rev-parse", "--verify", "--quiet", f"{BASE_REF}^{{commit}}", cwd=repo, check=False).stdout.strip()
@@ -395,7 +395,7 @@ def drift_report(
     base does not have are left out, as :func:`patchseries.apply.apply_series` leaves them out, and reported as
     unchecked: the commit message and every other hunk must still equal a fresh export, byte for byte. Checking on a
     full upstream tree (``lacks=()``) checks everything. ``reexport``: the command that writes the series again, as
-    each problem names it (with the run's own options: ``patchseries.cli``, fifth hostile pass).
+    each problem names it (with the run's own options: ``patchseries.cli``).
     """
     if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=base_repo, check=False).returncode != 0:
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it (git fetch --tags)")

@@ -183,7 +183,7 @@ def has_crlf(patch: Path) -> bool:
 def crlf_problem(path: Path, reexport: str | None = None, name: str | None = None) -> str:
     """What ``check`` (a drift) and ``wheels`` (a refusal) say of the file at ``path`` (a patch, or ``series``)
     converted to CRLF line endings (:func:`has_crlf`): one wording, one remedy. The conversion back comes first, as it
-    works as written whether or not an edit tree exists to export from (fifth hostile pass, re-check); ``reexport``:
+    works as written whether or not an edit tree exists to export from; ``reexport``:
     the export command, with the run's own options (``Workspace.command("export")``); by default the tool's command
     without them."""
     convert = f"perl -pi -e 's/\\r$//' {shlex.quote(str(path))}"
@@ -195,7 +195,7 @@ def crlf_problem(path: Path, reexport: str | None = None, name: str | None = Non
 
 def keep_cr(patch: Path) -> list[str]:
     """``git am``'s option for ``patch``: ``--keep-cr``, so that a line of a file that ends in CR keeps it (without it
-    `git am` strips the CR, and the file applied is not the one exported: fourth hostile pass); not for a patch file
+    `git am` strips the CR, and the file applied is not the one exported); not for a patch file
     converted to CRLF line endings, whose CRs are no file's."""
     return [] if has_crlf(patch) else ["--keep-cr"]
 
