@@ -162,14 +162,10 @@ def choose_uv(installer: str) -> str | None:
 def build_venv(
     venv: Path, python: str, uv: str | None, args: list[str], cannot: str, log: Log, recipe: str | None = None
 ) -> None:
-    """The tool's one builder of virtual environments: ``venv`` made afresh with ``python`` (by ``uv venv``, else the
-    ``venv`` module) and ``args`` installed into it (``uv pip``, else pip; ``cannot``: what a failure says). Anything
-    failing or interrupted removes it. ``recipe``: written last to its ready-marker (:func:`is_ready`), so that a venv
-    without the marker is what an interrupted run left and is rebuilt from scratch.
-
-    The installer's pid is kept beside ``venv`` while it runs: an installer of a killed run that still writes into it
-    is refused before anything is removed.
-    """
+    """The one builder of virtual environments: ``venv`` made afresh with ``python`` and ``args`` installed (uv, else
+    venv and pip; ``cannot``: what a failure says), removed if anything fails; then ``recipe`` in its ready-marker
+    (:func:`is_ready`). The installer's pid is kept beside it while it runs, so that a killed run's installer still
+    writing into it is refused (:func:`_refuse_running_installer`) before anything is removed."""
     pid_file = venv.with_name(venv.name + ".installer")
     _refuse_running_installer(pid_file, venv)
     remove(venv)

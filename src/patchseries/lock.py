@@ -36,10 +36,6 @@ class Lock:
         self.file = file
         self.fd: int | None = None
 
-    @property
-    def held(self) -> bool:
-        return self.fd is not None
-
     def acquire(self, make: bool = False) -> None:
         """Hold the lock; ``make``: make the folder (for a lock file, the folder it is in) first if it is missing,
         else a missing folder is not locked yet."""
