@@ -194,7 +194,7 @@ def _unpacking_fills_the_disk(monkeypatch):
         (dest / "half-unpacked").write_text("x")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("patchseries.base._safe_extract", full_disk)
+    monkeypatch.setattr("patchseries.base.safe_extract", full_disk)
     return ""
 
 

@@ -83,7 +83,8 @@ def test_installer_left_running_by_a_killed_run_is_named(tmp_path, monkeypatch):
     # an installer still writing into it (its command line names the environment, as uv's and pip's do)
     installer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(venv)])
     venv.with_name(venv.name + ".installer").write_text(f"{installer.pid}\n")
-    monkeypatch.setattr(environment, "_create", lambda *args: pytest.fail("must not rebuild under a running installer"))
+    rebuilt = lambda *args: pytest.fail("must not rebuild under a running installer")  # noqa: E731
+    monkeypatch.setattr(environment, "run_installer", rebuilt)
     try:
         with pytest.raises(SeriesError, match=rf"an installer of an earlier run \(pid {installer.pid}\) is still"):
             ensure_environment(ws, tree, "2.13.0", quiet, installer="pip")

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import commit, git
 from patchseries.errors import SeriesError
-from patchseries.series import diff_paths, file_sections, fingerprint, parse_patch, read_series, section_path
+from patchseries.series import diff_paths, file_sections, fingerprint, hunks, parse_patch, read_series, section_path
 
 
 def test_reads_series_in_order_with_changes_and_trailers(synthetic):
@@ -155,3 +155,16 @@ def test_file_sections_split_a_patch_at_each_diff_header_only():
 
     assert [section_path(section) for section in sections] == ["a", "b c"]
     assert sections[1].endswith("+diff --git a/z b/z\n")
+
+
+def test_hunks_are_as_long_as_their_headers_say():
+    """A removed line ``- `` reads as ``-- `` (format-patch's signature), an added ``++ x`` as ``+++ x``: only the
+    header's line counts tell them apart from what follows the hunk."""
+    section = (
+        "diff --git a/f.py b/f.py\n--- a/f.py\n+++ b/f.py\n@@ -3,2 +3,3 @@ def f():\n a = 1\n-- \n+++ x\n+b\n"
+        "\\ No newline at end of file\n@@ -9 +10,0 @@\n-gone\n-- \n2.43.0\n"
+    )
+    assert hunks(section) == [
+        [(" ", 3, "a = 1"), ("-", 4, "- "), ("+", 4, "++ x"), ("+", 5, "b")],
+        [("-", 10, "gone")],
+    ]

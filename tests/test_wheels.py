@@ -22,7 +22,7 @@ from packaging.version import Version
 
 from conftest import cli, commit, continue_stopped, files_of, git, make_sdist, one_error, write_pin
 from patchseries.apply import edit_tree
-from patchseries.base import _safe_extract, resolve_source
+from patchseries.base import resolve_source, safe_extract
 from patchseries.environment import find_uv
 from patchseries.export import export_series
 from patchseries.paths import PROJECT_ROOT, Workspace
@@ -411,7 +411,7 @@ def test_the_real_wheels_carry_the_series_and_an_unpatched_build_fails_the_check
     # the unpatched release, built by its own backend: the check fails for every patch it looks up
     unpacked = tmp_path / "unpatched"
     unpacked.mkdir()
-    _safe_extract(ws.downloads / pin.sdist_filename, unpacked)  # the tool's own: Python < 3.11.4 has no filter
+    safe_extract(ws.downloads / pin.sdist_filename, unpacked)  # the tool's own: Python < 3.11.4 has no filter
     build = [find_uv() or "uv", "build", "--wheel", "--out-dir", str(tmp_path / "out"), str(unpacked / pin.sdist_root)]
     subprocess.run(build, check=True, capture_output=True)
     with zipfile.ZipFile(next((tmp_path / "out").glob("*.whl"))) as archive:

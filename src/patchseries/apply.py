@@ -19,12 +19,11 @@ from pathlib import Path
 from patchseries import scratch
 from patchseries.base import BaseSource, BaseTree, build_base, kept_download, resolve_source
 from patchseries.errors import SeriesError
-from patchseries.export import dropped_hunks
 from patchseries.gitcmd import TOOL_IDENTITY, failure_cause, git, git_path, has_path, out
 from patchseries.paths import Workspace, kept_path, remove, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.series import Patch, file_sections, fingerprint, keep_cr, section_path
+from patchseries.series import Patch, dropped_hunks, file_sections, fingerprint, keep_cr, section_path
 from patchseries.trees import (
     BASE_REF,
     SERIES_REF,
@@ -92,7 +91,7 @@ def _commits_remedy(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseS
     """What to do with the commits of the refused tool tree ``tree`` once it is moved to ``kept``: export them from
     there. A tree whose base lacks files the series changes (the sdist: docs/, upstream tests/) cannot export the
     series (export refuses to drop those hunks), so its commits on top of the series the tool applied are carried into
-    an edit tree of upstream's tag and exported from there (fifth hostile pass: the export named was refused)."""
+    an edit tree of upstream's tag and exported from there."""
     export = f"export your commits from there ({ws.command('export', '--tree', kept)})"
     if source.kind != "sdist" or not dropped_hunks(tree, BASE_REF, patches, pin.sdist_lacks):
         return export
@@ -181,7 +180,7 @@ def _already_present(repo: Path, patch: Patch, options: list[str], excludes: lis
     """Whether the base has ``patch`` already: its reverse applies, and every file mode it sets is the base's.
 
     ``git apply --check --reverse`` does not compare file modes: a patch that only makes a file executable passed for
-    one already present, and was skipped (fifth hostile pass).
+    one already present, and would be skipped.
     """
     if git("apply", "--check", "--reverse", *options, patch.path, cwd=repo, check=False).returncode != 0:
         return False
@@ -231,8 +230,8 @@ def abort_am(repo: Path) -> None:
     tree, so that the next patch is tried on its own.
 
     If aborting fails (e.g. an object is missing), the am's state is dropped and the tree reset; what is left of the
-    state is removed (the clone is the tool's). Found by the fifth hostile pass: the fallback's ``git am --quit`` ran
-    without an identity, failed too, and every later patch was reported as a conflict with the rebase directory.
+    state is removed (the clone is the tool's), so that no later patch is reported as a conflict with the rebase
+    directory. Every call has an identity: ``git am --quit`` fails without one.
     """
     git("am", "--abort", cwd=repo, env=TOOL_IDENTITY, check=False)
     state = git_path(repo, "rebase-apply")

@@ -153,7 +153,7 @@ def _build_base(ws: Workspace, pin: Pin, archive: Path, building: Path) -> str:
     """
     unpacking = scratch.make_dir(scratch.claim(unpack_path(building)), marked=True)
     try:
-        _safe_extract(archive, unpacking)
+        safe_extract(archive, unpacking)
         stage("fetch-unpacked")
         unpacked = unpacking / pin.sdist_root
         if not unpacked.is_dir():
@@ -244,7 +244,7 @@ def _init_fixed_commit(path: Path, pin: Pin) -> None:
     add_excludes(path, BUILD_ARTIFACTS)
 
 
-def _safe_extract(archive: Path, dest: Path) -> None:
+def safe_extract(archive: Path, dest: Path) -> None:
     try:
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():

@@ -9,18 +9,16 @@ covered when any run covered it.
 from __future__ import annotations
 
 import json
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from patchseries.gitcmd import git
-from patchseries.series import diff_paths
+from patchseries.series import file_sections, hunks, section_path
 
 REPORT_NAME = "changed-lines.txt"
 JSON_NAME = "changed-lines.json"
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 
 @dataclass
@@ -104,23 +102,15 @@ def added_lines(repo: Path, base: str, head: str, prefix: str = "src/") -> dict[
 
 
 def parse_added_lines(diff: str, prefix: str = "src/") -> dict[str, dict[int, str]]:
-    """Parse a ``git diff -U0``: each hunk's ``+start,count`` gives the numbers of the ``+`` lines that follow."""
+    """Parse a ``git diff -U0``: the ``+`` lines of each Python file under ``prefix``, by their number."""
     added: dict[str, dict[int, str]] = {}
-    current: dict[int, str] | None = None
-    number, in_header = 0, False
-    for line in diff.splitlines():
-        if line.startswith("diff --git "):
-            paths = diff_paths(line)
-            path = paths[1] if paths else ""  # from the header: a "+++" line ends with a tab when the path has a space
-            keep = path.startswith(prefix) and path.endswith(".py")
-            current, in_header = (added.setdefault(path, {}) if keep else None), True
-        elif line.startswith("@@"):
-            match = _HUNK.match(line)
-            number, in_header = (int(match.group(1)) if match else 0), False
-        elif current is not None and not in_header and line.startswith("+"):
-            current[number] = line[1:]
-            number += 1
-    return {path: lines for path, lines in added.items() if lines}
+    for section in file_sections(diff):
+        path = section_path(section)  # from the header: a "+++" line ends with a tab when the path has a space
+        if path.startswith(prefix) and path.endswith(".py"):
+            lines = {number: text for hunk in hunks(section) for marker, number, text in hunk if marker == "+"}
+            if lines:
+                added.setdefault(path, {}).update(lines)
+    return added
 
 
 def line_hits(coverage_xml: Path) -> dict[str, dict[int, int]]:

@@ -38,7 +38,7 @@ AUTHOR_HELP = (
 SIGPIPE_STATUS = 141  # what a shell reports for a program that stopped writing into a closed pipe (`| head`)
 _ERRNO_PREFIX = re.compile(r"^\[Errno \d+\] ")
 # characters of an error line; a longer message keeps its start and its end. Room for a refusal's remedies, several
-# commands with the run's own paths, which must run as written (fifth hostile pass: one was cut in the middle)
+# commands with the run's own paths, which must run as written, never cut in the middle
 _MAX_ERROR = 2000
 DESCRIPTION = """\
 Apply the patch series in patches/ to the pinned PyTorch Lightning release, test it, and maintain it.
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _validate_pins(args, ws)
             with _lock(args, ws):
                 status = int(args.handler(args, ws))
-            # the work is done and said: a signal now would only turn its exit status into 143 (third hostile pass)
+            # the work is done and said: a signal now would only turn its exit status into 143
             ignore_interrupts()
             stage("command-done")
             sys.stdout.flush()
@@ -250,7 +250,7 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     tree = given.resolve()
     if not (tree / ".git").exists():
         make = f"make one to edit with `{ws.command('edit')}`"
-        if args.tree is not None:  # not "or pass --tree": it was passed (fifth hostile pass)
+        if args.tree is not None:  # not "or pass --tree": it was passed
             what = "is not a git repository (it has no .git)" if given.exists() else "does not exist"
             raise SeriesError(
                 f"--tree {given} {what}; pass the path of the tree to export (a clone with branches base and series), "

@@ -23,7 +23,7 @@ DEFAULT_TORCH = "2.13.0"
 # coverage 7.10+: measures the Python subprocesses some of the series' tests start (``[run] patch = subprocess``).
 TEST_REQUIREMENTS = ("pytest", "pytest-cov", "coverage>=7.10", "setuptools")
 _RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
-_READY = ".patchseries-ready"
+READY = ".patchseries-ready"  # in a venv: written last, once every install is done
 # seconds between "still installing" lines: a cold install downloads torch and takes minutes
 HEARTBEAT_S = 15.0
 # An extra package index for torch, e.g. PyTorch's CPU-only wheel index on CI; unset: PyPI (and the installer's config).
@@ -63,8 +63,8 @@ def torch_release(version: str) -> str:
 
 def known_torch(version: str) -> str:
     """A ``--torch`` value as every subcommand takes it: its full release number (:func:`torch_release`), refused
-    when it is not a release number, older than 2.1 or newer than every release this tool knows (fifth hostile pass:
-    ``test-wheels --torch 9.9.9`` built an environment, then failed in the installer)."""
+    when it is not a release number, older than 2.1 or newer than every release this tool knows, before an
+    environment is built for nothing."""
     release = torch_release(version)
     check_known(release, parse_torch_version(release))
     return release
@@ -125,38 +125,68 @@ def ensure_environment(
     requirements = [f"torch=={torch_version}", *companion_requirements(torch_version), *TEST_REQUIREMENTS, *extra]
     index = torch_index()
     recipe = "\n".join([str(tree), *requirements, *([f"index: {index}"] if index else [])]) + "\n"
-    ready = venv / _READY
-    if ready.is_file() and ready.read_text() == recipe:
+    if is_ready(venv, recipe):
         log(f"reusing environment {venv.name}")
         return Environment(venv, torch_version)
-    pid_file = venv.with_name(venv.name + ".installer")
-    _refuse_running_installer(pid_file, venv)
-    remove(venv)
+    uv = choose_uv(installer)
+    log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version}; "
+        "minutes when torch is not cached yet)")  # fmt: skip
+    build_venv(
+        venv,
+        python,
+        uv,
+        [*index_args(uv is not None, index), *requirements, "-e", str(tree)],
+        f"cannot install torch {torch_version} for {py_tag}",
+        log,
+        recipe,
+    )
+    return Environment(venv, torch_version)
+
+
+def is_ready(venv: Path, recipe: str) -> bool:
+    """``venv`` was built by :func:`build_venv` from ``recipe``, every install done."""
+    ready = venv / READY
+    return ready.is_file() and ready.read_text() == recipe
+
+
+def choose_uv(installer: str) -> str | None:
+    """The ``uv`` that ``--installer`` (auto, uv, pip) asks for, or None for pip; uv asked for, missing, is refused."""
     uv = find_uv() if installer in ("auto", "uv") else None
     if installer == "uv" and uv is None:
         raise SeriesError(
             "--installer uv was requested but uv is not installed; pip install uv, or use --installer pip"
         )
-    log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version}; "
-        "minutes when torch is not cached yet)")  # fmt: skip
+    return uv
+
+
+def build_venv(
+    venv: Path, python: str, uv: str | None, args: list[str], cannot: str, log: Log, recipe: str | None = None
+) -> None:
+    """The one builder of virtual environments: ``venv`` made afresh with ``python`` and ``args`` installed (uv, else
+    venv and pip; ``cannot``: what a failure says), removed if anything fails; then ``recipe`` in its ready-marker
+    (:func:`is_ready`). The installer's pid is kept beside it while it runs, so that a killed run's installer still
+    writing into it is refused (:func:`_refuse_running_installer`) before anything is removed."""
+    pid_file = venv.with_name(venv.name + ".installer")
+    _refuse_running_installer(pid_file, venv)
+    remove(venv)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    venv_python = str(venv / "bin" / "python")
+    if uv:
+        create = [uv, "venv", "--quiet", "--python", python, str(venv)]
+        install = [uv, "pip", "install", "--quiet", "--python", venv_python]
+    else:
+        create = [python, "-m", "venv", str(venv)]
+        install = [venv_python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     try:
-        _create(venv, python, uv, log, pid_file)
-        _install(
-            venv,
-            uv,
-            [*index_args(uv is not None, index), *requirements, "-e", str(tree)],
-            torch_version,
-            py_tag,
-            log,
-            pid_file,
-        )
+        run_installer(create, f"cannot create a virtual environment with {python}", log, pid_file)
+        run_installer([*install, *args], cannot, log, pid_file)
     except BaseException:
         remove(venv)
         raise
     finally:
         remove(pid_file)
-    ready.write_text(recipe)
-    return Environment(venv, torch_version)
+    if recipe is not None:
+        (venv / READY).write_text(recipe)
 
 
 def index_args(uv: bool, index: str) -> list[str]:
@@ -168,23 +198,6 @@ def index_args(uv: bool, index: str) -> list[str]:
     if not index:
         return []
     return ["--extra-index-url", index, *(["--index-strategy", "unsafe-best-match"] if uv else [])]
-
-
-def _create(venv: Path, python: str, uv: str | None, log: Log, pid_file: Path) -> None:
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    command = [uv, "venv", "--quiet", "--python", python, str(venv)] if uv else [python, "-m", "venv", str(venv)]
-    run_installer(command, f"cannot create a virtual environment with {python}", log, pid_file)
-
-
-def _install(
-    venv: Path, uv: str | None, args: list[str], torch_version: str, py_tag: str, log: Log, pid_file: Path
-) -> None:
-    python = str(venv / "bin" / "python")
-    if uv:
-        command = [uv, "pip", "install", "--quiet", "--python", python, *args]
-    else:
-        command = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
-    run_installer(command, f"cannot install torch {torch_version} for {py_tag}", log, pid_file)
 
 
 def run_installer(command: list[str], what: str, log: Log, pid_file: Path | None = None) -> None:

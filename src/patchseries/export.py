@@ -18,6 +18,7 @@ from patchseries.series import (
     Patch,
     author_header,
     crlf_problem,
+    dropped_hunks,
     file_sections,
     has_crlf,
     keep_cr,
@@ -56,7 +57,7 @@ _FORMAT_SETTINGS = (
 )  # fmt: skip
 _FORMAT_CONFIG = tuple(option for setting in _FORMAT_SETTINGS for option in ("-c", setting))
 AUTHOR_ENV = "PATCHSERIES_AUTHOR"  # the author of every written patch when --author is not given
-# no control character: git drops a newline from a name (`Eve\nBcc: x` became `EveBcc: x`, fourth hostile pass)
+# no control character: git drops a newline from a name (`Eve\nBcc: x` would become `EveBcc: x`)
 _IDENTITY = re.compile(r"^(?P<name>[^<>\x00-\x1f]*[^<>\s])\s*<(?P<email>[^<>\s@]+@[^<>\s@]+)>$")
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
@@ -196,8 +197,8 @@ def _fix(given_as: str) -> str:
 
 def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
     """Refuse to export ``repo`` into a series whose ``base.toml`` pins another base than its branch ``base``: the
-    series would be replaced by patches against that other base (found by the third hostile pass: the sdist tree
-    exported over the forward series). The base is known by the record ``edit`` wrote, else by its commit (the
+    series would be replaced by patches against that other base (the sdist tree's export over the forward series).
+    The base is known by the record ``edit`` wrote, else by its commit (the
     pinned commit, the sdist's base commit, or the tag of the pinned release in the person's own clone)."""
     record = BaseRecord.read(repo)
     commit = git("rev-parse", "--verify", "--quiet", f"{BASE_REF}^{{commit}}", cwd=repo, check=False).stdout.strip()
@@ -300,37 +301,6 @@ def _authored(repo: Path, base: str, branch: str, author: str, tmp: str) -> tupl
     return scratch, f"{start}..{parent}"
 
 
-def dropped_hunks(
-    repo: Path, base: str, committed: list[Patch], lacks: tuple[str, ...], exported: list[Path] | None = None
-) -> list[str]:
-    """``"<patch>'s hunks for <paths>"`` for each ``committed`` patch that changes files ``base`` of ``repo`` lacks:
-    what an export of ``repo`` would drop (``exported``: the patches it made, which name a file one of its commits
-    adds there).
-
-    A tree whose base lacks those files (the sdist tree) never had those hunks, so nothing it exports can carry them:
-    the whole committed series is compared, not patch by patch, so that a reworded subject or a patch that changes
-    only such files (which applying skipped) cannot hide a loss. A file that a commit of the tree adds at such a path
-    (a placeholder) is not upstream's either, so it hides nothing; only a file the series itself adds before the patch
-    that changes it is not lost.
-    """
-    if not lacks:
-        return []
-    exported_new = {path for patch in exported or [] for path in parse_patch(patch).new_files}
-    added_by_series: set[str] = set()  # a file an earlier patch of the series adds is the series', not upstream's
-    dropped = []
-    for old in committed:
-        lost = [
-            p
-            for p in old.touched_existing
-            if p.startswith(lacks) and p not in added_by_series and not has_path(repo, p, base)
-        ]
-        if lost:
-            shown = [f"{p} (replaced by a new file there)" if p in exported_new else p for p in lost]
-            dropped.append(f"{old.name}'s hunks for {', '.join(shown)}")
-        added_by_series.update(old.new_files)
-    return dropped
-
-
 def _refuse_overwriting_unlisted(patches_dir: Path, staging: Path, unlisted: list[str]) -> None:
     """A file an export would write over that ``series`` does not list is a contributor's: refuse to change it."""
     clobbered = [
@@ -425,7 +395,7 @@ def drift_report(
     base does not have are left out, as :func:`patchseries.apply.apply_series` leaves them out, and reported as
     unchecked: the commit message and every other hunk must still equal a fresh export, byte for byte. Checking on a
     full upstream tree (``lacks=()``) checks everything. ``reexport``: the command that writes the series again, as
-    each problem names it (with the run's own options: ``patchseries.cli``, fifth hostile pass).
+    each problem names it (with the run's own options: ``patchseries.cli``).
     """
     if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=base_repo, check=False).returncode != 0:
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it (git fetch --tags)")

@@ -30,11 +30,10 @@ from patchseries.interrupts import stage
 from patchseries.onto import already_upstream, upstream_patch_ids
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
-from patchseries.series import Patch, file_sections, keep_cr, section_path
+from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path
 from patchseries.trees import refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 _INDEX = re.compile(r"^index [0-9a-f]+\.\.([0-9a-f]+)")
 _UNRELEASED = re.compile(r"^## \[unreleased\]", re.IGNORECASE)
 # DEP-3's fields (and the Upstream-Status the release series uses with them), which the forward series does not carry
@@ -187,21 +186,16 @@ def _changelog_hunks(text: str) -> list[tuple[str, str, list[tuple[int, str]]]]:
             continue
         blob = next((m.group(1) for line in lines[1:4] if (m := _INDEX.match(line))), "")
         entries: list[tuple[int, list[str]]] = []
-        current: list[str] | None = None
-        new_line = 0  # index of the next post-image line
-        for line in lines:
-            if hunk := _HUNK.match(line):
-                new_line, current = int(hunk.group(1)) - 1, None
-                continue
-            if line.startswith("+- "):
-                current = [line[1:]]
-                entries.append((new_line, current))
-            elif current is not None and line.startswith("+ ") and line[1:].strip():
-                current.append(line[1:])
-            else:
-                current = None
-            if line.startswith(("+", " ")) and not line.startswith("+++"):
-                new_line += 1
+        for hunk in hunks(section):
+            current: list[str] | None = None
+            for marker, number, line in hunk:
+                if marker == "+" and line.startswith("- "):
+                    current = [line]
+                    entries.append((number - 1, current))  # index in the post-image
+                elif current is not None and marker == "+" and line.startswith(" ") and line.strip():
+                    current.append(line)
+                else:
+                    current = None
         result.append((path, blob, [(index, "\n".join(entry)) for index, entry in entries]))
     return result
 

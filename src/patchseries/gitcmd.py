@@ -46,7 +46,7 @@ NEUTRAL_CONFIG = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 # own configuration where a command reads it (``user_config``), where that is. Every other GIT_* variable would choose
 # another repository, work tree or index (GIT_DIR, GIT_INDEX_FILE), or change what git writes: GIT_TEMPLATE_DIR (hooks
 # and configuration in every repository the tool makes), GIT_DEFAULT_HASH, GIT_DIFF_OPTS (the patches' context lines)
-# (fourth hostile pass); the tool names the repository by `cwd` only
+# the tool names the repository by `cwd` only
 _KEPT_VARIABLES = (
     "GIT_SSH", "GIT_PROXY_COMMAND", "GIT_ASKPASS", "GIT_SSL_", "GIT_HTTP_", "GIT_CURL_", "GIT_EXEC_PATH",
     "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",

@@ -13,7 +13,7 @@ from pathlib import Path
 from patchseries.gitcmd import add_excludes
 from patchseries.series import Patch
 
-_RUNIF = '''\
+RUNIF = '''\
 """RunIf for {suite}, written by patchseries because this Lightning base ships no tests/."""
 
 import pytest
@@ -36,7 +36,7 @@ def write_harness(tree: Path, patches: list[Patch]) -> list[Path]:
     written: list[Path] = []
     for suite, package in _SUITES.items():
         runif = tree / "tests" / suite / "helpers" / "runif.py"
-        content = _RUNIF.format(suite=suite, package=package)
+        content = RUNIF.format(suite=suite, package=package)
         if runif.exists() and (HARNESS_MARK not in runif.read_text() or runif.read_text() == content):
             continue  # an upstream checkout's own helpers, or ours from an earlier run
         runif.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +53,7 @@ def write_harness(tree: Path, patches: list[Patch]) -> list[Path]:
 
 def harness_texts() -> set[bytes]:
     """Every text :func:`write_harness` writes: a file in ``tests/`` with another text is not the harness's."""
-    runifs = {_RUNIF.format(suite=suite, package=package) for suite, package in _SUITES.items()}
+    runifs = {RUNIF.format(suite=suite, package=package) for suite, package in _SUITES.items()}
     return {text.encode() for text in (*runifs, _MARKER)}
 
 

@@ -33,16 +33,15 @@ from typing import Any
 import yaml
 from identify.identify import tags_from_path
 
-from patchseries.environment import find_uv, run_installer
+from patchseries.environment import build_venv, find_uv, is_ready
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
-from patchseries.paths import Workspace, remove
+from patchseries.paths import Workspace
 from patchseries.progress import Log
 from patchseries.trees import BASE_REF
 from patchseries.upstream import Comparison
 
 CONFIG = ".pre-commit-config.yaml"
-_READY = ".patchseries-ready"
 
 
 @dataclass(frozen=True)
@@ -342,26 +341,11 @@ def hook_environment(ws: Workspace, hook: Hook, log: Log) -> Path:
     digest = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     name = hook.requirements[0].replace("==", "-")
     venv = ws.workdir / "hook-envs" / f"{name}-{digest}"
-    ready = venv / _READY
-    if ready.is_file() and ready.read_text() == recipe:
+    if is_ready(venv, recipe):
         return venv
-    remove(venv)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    python = _interpreter(hook.language_version)
-    uv = find_uv()
     log(f"pre-commit: installing {' '.join(hook.requirements)} into {venv.name}")
-    try:
-        if uv:
-            run_installer([uv, "venv", "--quiet", "--python", python, str(venv)], f"cannot create {venv}", log)
-            command = [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
-        else:
-            run_installer([python, "-m", "venv", str(venv)], f"cannot create {venv}", log)
-            command = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        run_installer([*command, *hook.requirements], f"cannot install {' '.join(hook.requirements)}", log)
-    except BaseException:
-        remove(venv)
-        raise
-    ready.write_text(recipe)
+    cannot = f"cannot install {' '.join(hook.requirements)}"
+    build_venv(venv, _interpreter(hook.language_version), find_uv(), list(hook.requirements), cannot, log, recipe)
     return venv
 
 

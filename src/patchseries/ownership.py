@@ -1,7 +1,7 @@
 """Which patch files of a series folder an export may remove or overwrite: those whose bytes show nothing is lost.
 
-A file's name says nothing of who made it: a person lists a patch of their own, ``0015-my-own.patch``, in ``series``
-(fifth hostile pass: an export deleted it silently). So an export replaces a file only when its bytes are
+A file's name says nothing of who made it: a person lists a patch of their own, ``0015-my-own.patch``, in ``series``,
+which an export must not delete. So an export replaces a file only when its bytes are
 
 1. what this export writes anyway, under its name (less the number: ``0010-`` for ``0011-``), or under another name
    when no other listed file holds those bytes (a patch of the person's that they put on the branch, exported under
@@ -14,8 +14,8 @@ A file's name says nothing of who made it: a person lists a patch of their own, 
    refusal's remedy).
 
 Anything else may be a person's, and the export is refused, naming it: also a byte copy of an exported patch under a
-name of the person's own (``cp 0015-X.patch 0016-my-own.patch``, listed in ``series``: the re-check of the fifth
-hostile pass), whose name no export gives. The ``From:`` header aside in 1 and 3: the
+name of the person's own (``cp 0015-X.patch 0016-my-own.patch``, listed in ``series``), whose
+name no export gives. The ``From:`` header aside in 1 and 3: the
 author is what an export's ``--author`` sets, the rest of a patch is its commit's; and in 1 and 3 a patch converted to
 CRLF line endings is compared with its line endings as exported, which is all that such a conversion changed.
 """
@@ -104,7 +104,7 @@ def _named_for(repo: Path, commit: str, name: str) -> bool:
 def _as_exported(data: bytes) -> bytes:
     """A patch file's bytes with the line endings an export writes: a patch converted to CRLF line endings (its
     ``From`` line, which git writes, ends in CR; the drift check names it and tells to re-export it) loses nothing by
-    being written again as exported (fifth hostile pass: the re-export it named was refused as a hand edit)."""
+    being written again as exported, so the re-export the check names is not refused as a hand edit."""
     first = data.split(b"\n", 1)[0]
     return data.replace(b"\r\n", b"\n") if data.startswith(b"From ") and first.endswith(b"\r") else data
 

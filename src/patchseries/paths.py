@@ -87,7 +87,7 @@ class Workspace:
                 )
             patches = root / SERIES_DIR
         elif patches.exists() and not patches.is_dir():  # else a file in it "does not exist", or is "Not a directory"
-            # with a remedy about permissions and free space (fifth hostile pass)
+            # with a remedy about permissions and free space
             raise SeriesError(
                 f"--patches {patches} is not a directory; pass the series folder (the one with series and base.toml)"
             )
@@ -103,7 +103,7 @@ class Workspace:
         workdir = workdir.resolve()
         if workdir.exists() and not workdir.is_dir():
             remedy = "pass a directory as --workdir (made if missing)"
-            if not workdir_given and env_workdir:  # named where it came from (fifth hostile pass)
+            if not workdir_given and env_workdir:  # named where it came from
                 remedy = f"it comes from {WORKDIR_ENV}: set that to a directory (made if missing), or unset it"
             raise SeriesError(f"the work directory {workdir} is a file; {remedy}")
         given = [
@@ -152,22 +152,20 @@ class Workspace:
 def tool_command(*args: str | Path) -> str:
     """The one place that writes a command of this tool for a person to run: ``<interpreter> -m patchseries ARGS``,
     with the interpreter this run runs under (``.work/tool-env/bin/python``, by its absolute path). A plain ``python``
-    or ``patchseries`` is not the tool environment's in the person's shell (fifth hostile pass: every remedy failed
-    with ``No module named patchseries``); this one runs as written from any directory."""
+    or ``patchseries`` is not the tool environment's in the person's shell (``No module named patchseries``); this one
+    runs as written from any directory."""
     return shell(sys.executable or "python3", "-m", "patchseries", *args)
 
 
 def shell(*words: str | Path) -> str:
     """A command line for a remedy, each word quoted where a shell would split or expand it: run exactly as written,
-    it works for a path with a space or a quote too (fourth hostile pass)."""
+    it works for a path with a space or a quote too."""
     return " ".join(shlex.quote(str(word)) for word in words)
 
 
 def kept_path(path: Path) -> Path:
     """Where a refusal tells a person to move their folder that is in the tool's way: ``<path>.mine``, else
-    ``<path>.mine-2``, ``-3``, ...: the first name free now. ``mv`` to a folder that exists moves into it (fifth
-    hostile pass: a second refusal's ``mv`` nested the tree in the first one's ``.mine``, whose export then read the
-    old tree)."""
+    ``<path>.mine-2``, ``-3``, ...: the first name free now, as ``mv`` to a folder that exists moves into it."""
     names = (path.with_name(f"{path.name}.mine{'' if n == 1 else f'-{n}'}") for n in itertools.count(1))
     return next(kept for kept in names if not (kept.exists() or kept.is_symlink()))
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 from patchseries.atomic import finish_rewrite
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import git
+from patchseries.gitcmd import git, has_path
 from patchseries.lock import series_lock
 from patchseries.paths import tool_command
 
 _FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
 _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
@@ -182,7 +183,7 @@ def has_crlf(patch: Path) -> bool:
 def crlf_problem(path: Path, reexport: str | None = None, name: str | None = None) -> str:
     """What ``check`` (a drift) and ``wheels`` (a refusal) say of the file at ``path`` (a patch, or ``series``)
     converted to CRLF line endings (:func:`has_crlf`): one wording, one remedy. The conversion back comes first, as it
-    works as written whether or not an edit tree exists to export from (fifth hostile pass, re-check); ``reexport``:
+    works as written whether or not an edit tree exists to export from; ``reexport``:
     the export command, with the run's own options (``Workspace.command("export")``); by default the tool's command
     without them."""
     convert = f"perl -pi -e 's/\\r$//' {shlex.quote(str(path))}"
@@ -194,9 +195,40 @@ def crlf_problem(path: Path, reexport: str | None = None, name: str | None = Non
 
 def keep_cr(patch: Path) -> list[str]:
     """``git am``'s option for ``patch``: ``--keep-cr``, so that a line of a file that ends in CR keeps it (without it
-    `git am` strips the CR, and the file applied is not the one exported: fourth hostile pass); not for a patch file
+    `git am` strips the CR, and the file applied is not the one exported); not for a patch file
     converted to CRLF line endings, whose CRs are no file's."""
     return [] if has_crlf(patch) else ["--keep-cr"]
+
+
+def dropped_hunks(
+    repo: Path, base: str, committed: list[Patch], lacks: tuple[str, ...], exported: list[Path] | None = None
+) -> list[str]:
+    """``"<patch>'s hunks for <paths>"`` for each ``committed`` patch that changes files ``base`` of ``repo`` lacks:
+    what an export of ``repo`` would drop (``exported``: the patches it made, which name a file one of its commits
+    adds there).
+
+    A tree whose base lacks those files (the sdist tree) never had those hunks, so nothing it exports can carry them:
+    the whole committed series is compared, not patch by patch, so that a reworded subject or a patch that changes
+    only such files (which applying skipped) cannot hide a loss. A file that a commit of the tree adds at such a path
+    (a placeholder) is not upstream's either, so it hides nothing; only a file the series itself adds before the patch
+    that changes it is not lost.
+    """
+    if not lacks:
+        return []
+    exported_new = {path for patch in exported or [] for path in parse_patch(patch).new_files}
+    added_by_series: set[str] = set()  # a file an earlier patch of the series adds is the series', not upstream's
+    dropped = []
+    for old in committed:
+        lost = [
+            p
+            for p in old.touched_existing
+            if p.startswith(lacks) and p not in added_by_series and not has_path(repo, p, base)
+        ]
+        if lost:
+            shown = [f"{p} (replaced by a new file there)" if p in exported_new else p for p in lost]
+            dropped.append(f"{old.name}'s hunks for {', '.join(shown)}")
+        added_by_series.update(old.new_files)
+    return dropped
 
 
 def diff_paths(line: str) -> tuple[str, str] | None:
@@ -229,6 +261,35 @@ def file_sections(diff: str) -> list[str]:
     """The per-file sections of a patch's diff, each from its ``diff --git`` line to the next (text before the first,
     such as a message and a diffstat, is dropped)."""
     return _FILE_SECTION_START.split(diff)[1:]
+
+
+def hunks(section: str) -> list[list[tuple[str, int, str]]]:
+    """The tool's one reader of diff hunks: the hunks of ``section`` (one file's part of a unified diff), each as its
+    lines ``(marker, number, text)``: the marker (`` ``, ``+`` or ``-``), the line's number in the new file (for a
+    ``-`` line, the number the next new line has) and its text. Each hunk is as long as its header says, so
+    that a line after the last one (format-patch's signature ``-- ``) is never read as one of its lines."""
+    result = []
+    lines = iter(section.split("\n"))
+    for line in lines:
+        header = _HUNK.match(line)
+        if header is None:
+            continue
+        old, number, new = (int(count) if count is not None else 1 for count in header.groups())
+        hunk: list[tuple[str, int, str]] = []
+        while old > 0 or new > 0:
+            line = next(lines, "")
+            marker = line[:1]
+            if marker == "\\":  # "\ No newline at end of file"
+                continue
+            if marker not in (" ", "+", "-"):
+                break
+            hunk.append((marker, number, line[1:].removesuffix("\r")))
+            if marker != "-":
+                number, new = number + 1, new - 1
+            if marker != "+":
+                old -= 1
+        result.append(hunk)
+    return result
 
 
 def section_path(section: str) -> str:

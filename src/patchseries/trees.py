@@ -164,7 +164,7 @@ def changes_since_built(tree: Path) -> str | None:
 
 def worktree_moved(tree: Path, worktree: Path) -> bool:
     """Whether a worktree the tool made beside ``tree`` (detached at branch ``base``) has moved: a commit made there,
-    or a checkout, which removing the worktree would lose (found by the second hostile pass)."""
+    or a checkout, which removing the worktree would lose."""
     head = git("rev-parse", "--verify", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
     base = git("rev-parse", "--verify", "--quiet", BASE_REF, cwd=tree, check=False).stdout.strip()
     on_branch = git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).returncode == 0
@@ -174,7 +174,7 @@ def worktree_moved(tree: Path, worktree: Path) -> bool:
 def unrecorded_files(worktree: Path) -> list[str]:
     """The untracked files of ``worktree``, ignored ones included, that the tool's runs did not make: not in the list
     :func:`record_files` wrote, or changed since. A build artifact's name (``build/``, ``.coverage*``) says nothing of
-    who made the file; the list does (found by the third hostile pass: a person's ``build/`` went with the tree)."""
+    who made the file (a person's ``build/`` must not go with the tree); the list does."""
     recorded_at = git_path(worktree, FILES)
     try:
         recorded = json.loads(recorded_at.read_bytes().decode()) if recorded_at.is_file() else {}

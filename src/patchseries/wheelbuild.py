@@ -29,11 +29,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patchseries.apply import tool_tree
-from patchseries.base import _safe_extract, download_sdist, resolve_source
+from patchseries.base import download_sdist, resolve_source, safe_extract
 from patchseries.environment import find_uv
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
 from patchseries.interrupts import stage
+from patchseries.lock import Lock
 from patchseries.paths import Workspace
 from patchseries.pin import Pin
 from patchseries.progress import Log
@@ -43,7 +44,6 @@ from patchseries.trees import BASE_REF
 from patchseries.wheeldist import (
     PROJECT,
     RECORD_NAME,
-    DistLock,
     check_targets,
     move_into,
     wheel_prefix,
@@ -82,7 +82,7 @@ def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist:
 
 
 def _build_wheels(
-    ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log, lock: DistLock
+    ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log, lock: Lock
 ) -> list[BuiltWheel]:
     pin = wheel_pin.pin
     # what is in dist/ at the wheels' names first: a person's is refused before anything is downloaded or built
@@ -142,7 +142,7 @@ def _sources(ws: Workspace, wheel_pin: WheelPin, log: Log) -> list[Source]:
 
 def _unpack(source: Source, dest: Path) -> Path:
     dest.mkdir(parents=True)
-    _safe_extract(source.archive, dest)
+    safe_extract(source.archive, dest)
     unpacked = dest / source.root
     if not unpacked.is_dir():
         raise SeriesError(f"{source.filename} has no top-level folder {source.root!r}; check its root in the pin")

@@ -5,14 +5,13 @@ that is a file or lies in the work directory is refused, and so is anything at a
 wheel's name that is not a wheel exactly as the tool built it (:func:`wheel_problem`: every member listed in its
 ``RECORD`` with its sha256 and size, nothing listed missing, and the tool's record in its ``.dist-info``).
 
-A run holds the lock of ``dist`` (:class:`DistLock`: ``flock`` of the folder itself, shared by every work directory)
-from that check until its wheels are in: a second run into the same ``dist`` is refused at once, so no run ever sees
-another's staging folder half-way. The built wheels are copied into a claimed staging folder inside ``dist``
-(:mod:`patchseries.scratch`) and renamed into place one by one; a failure or an interrupt on the way undoes the renames
-already done, putting back the tool's earlier wheels they replaced (kept as hard links, so the very same files). A
-staging folder found under the lock is what a killed run left (:func:`_leftover`): it is removed only when all of it
-is the tool's, after each wheel it kept aside is put back (the only copy, once the killed run renamed its new wheel
-over it); anything else in it is refused by name.
+A run holds the lock of ``dist`` (:mod:`patchseries.lock`) from that check until its wheels are in: a second run into
+the same ``dist`` is refused at once, so no run ever sees another's staging folder half-way. The built wheels are
+copied into a claimed staging folder inside ``dist`` (:mod:`patchseries.scratch`) and renamed into place one by one; a
+failure or an interrupt on the way undoes the renames already done, putting back the tool's earlier wheels they
+replaced (kept as hard links, so the very same files). A staging folder found under the lock is what a killed run
+left (:func:`_leftover`): it is removed only when all of it is the tool's, after each wheel it kept aside is put back
+(the only copy, once the killed run renamed its new wheel over it); anything else in it is refused by name.
 """
 
 from __future__ import annotations
@@ -20,19 +19,19 @@ from __future__ import annotations
 import base64
 import contextlib
 import csv
-import fcntl
 import hashlib
 import io
 import json
 import os
 import shutil
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from patchseries import scratch
 from patchseries.errors import SeriesError
 from patchseries.interrupts import stage
+from patchseries.lock import Lock, hold
 from patchseries.paths import Workspace, kept_path, shell
 
 RECORD_NAME = "patch-series.json"  # in each wheel's .dist-info: importlib.metadata reads it without importing torch
@@ -64,92 +63,17 @@ def check_dist(dist: Path, ws: Workspace, writes: bool) -> None:
         )
 
 
-class DistLock:
-    """The lock of a ``dist`` folder: ``flock`` of the folder itself, so that runs from every work directory share it
-    and no file of the tool's is added to ``dist``; held until :meth:`release` (the kernel drops it when the process
-    ends, however it ends). A second run is refused at once, naming the folder and the run that holds it."""
-
-    def __init__(self, dist: Path) -> None:
-        self.dist = dist
-        self._fd: int | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def acquire(self, make: bool) -> None:
-        """Hold the lock; ``make``: make ``dist`` first if it is missing (else a missing ``dist`` is not locked yet)."""
-        while self._fd is None:
-            if make:
-                self.dist.mkdir(parents=True, exist_ok=True)
-            try:
-                fd = os.open(self.dist, os.O_RDONLY | os.O_DIRECTORY)
-            except FileNotFoundError:
-                if make:
-                    continue  # removed between the two calls: made again
-                return
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _flock_holder(os.fstat(fd))
-                os.close(fd)
-                raise SeriesError(
-                    f"another patchseries run{holder} is writing wheels into {self.dist} (it holds that folder's "
-                    "lock); wait for it to end and re-run, or pass another --dist; nothing was written to dist/"
-                ) from None
-            # the folder locked must be the one at the path: a run that held it may have removed it (empty) since
-            if _same(os.fstat(fd), self.dist):
-                self._fd = fd
-            else:
-                os.close(fd)
-                if not make:
-                    return
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-@contextlib.contextmanager
-def writing(dist: Path) -> Iterator[DistLock]:
+def writing(dist: Path) -> contextlib.AbstractContextManager[Lock]:
     """The lock of ``dist`` for a run that writes wheels into it: taken now if ``dist`` exists (so that what is there
     is checked and stays so until the wheels are in), else by :func:`move_into` once it makes ``dist``."""
-    lock = DistLock(dist)
-    try:
-        lock.acquire(make=False)
-        yield lock
-    finally:
-        lock.release()
 
+    def refusal(holder: str) -> str:
+        return (
+            f"another patchseries run{f' ({holder})' if holder else ''} is writing wheels into {dist} (it holds that "
+            "folder's lock); wait for it to end and re-run, or pass another --dist; nothing was written to dist/"
+        )
 
-def _same(status: os.stat_result, path: Path) -> bool:
-    try:
-        now = os.stat(path)
-    except OSError:
-        return False
-    return (now.st_dev, now.st_ino) == (status.st_dev, status.st_ino)
-
-
-def _flock_holder(status: os.stat_result) -> str:
-    """`` (pid N)``: the process that holds the ``flock`` of the file ``status`` describes, read from ``/proc/locks``
-    (Linux); ``""`` where it is not known."""
-    try:
-        lines = Path("/proc/locks").read_text().splitlines()
-    except OSError:
-        return ""
-    wanted = (os.major(status.st_dev), os.minor(status.st_dev), status.st_ino)
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 6 or fields[1] != "FLOCK" or "->" in fields:
-            continue
-        try:
-            major, minor, inode = fields[5].split(":")
-            if (int(major, 16), int(minor, 16), int(inode)) == wanted:
-                return f" (pid {int(fields[4])})"
-        except ValueError:
-            continue
-    return ""
+    return hold(dist, refusal)
 
 
 def check_targets(dist: Path, packages: Iterable[str], local_version: str, series: str) -> None:
@@ -256,7 +180,7 @@ def _record_rows(data: bytes) -> dict[str, tuple[str, str]]:
     return rows
 
 
-def move_into(dist: Path, wheels: list[Path], packages: Iterable[str], series: str, lock: DistLock) -> None:
+def move_into(dist: Path, wheels: list[Path], packages: Iterable[str], series: str, lock: Lock) -> None:
     """Put ``wheels`` (built and checked) into ``dist``, all of them or none (module docstring), under ``lock``."""
     made = not dist.exists()
     lock.acquire(make=True)  # held from here on (if it was not already): no other run writes dist/ meanwhile

@@ -87,8 +87,8 @@ def check_python(torch: str, torch_release: tuple[int, int, int], python: Versio
 
 def check_known(torch: str, torch_release: tuple[int, int, int]) -> None:
     """Refuse a ``--torch`` that is not a release of the table, before the tree is built for nothing: newer than every
-    release (third hostile pass: ``--torch 9.9.9`` built the tree, then failed to install), or a patch release its
-    minor release does not have (fifth: ``--torch 2.14.9`` made a fresh environment, then failed to install)."""
+    release, or a patch release its minor release does not have: else the tree or an environment is built, then
+    fails to install."""
     newest = max(TORCH_PYTHONS)
     if torch_release[:2] > newest:
         raise SeriesError(

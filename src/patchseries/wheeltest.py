@@ -33,19 +33,19 @@ from patchseries.base import resolve_source
 from patchseries.environment import (
     TEST_REQUIREMENTS,
     Environment,
+    build_venv,
+    choose_uv,
     companion_requirements,
-    find_uv,
     index_args,
     parse_torch_version,
-    run_installer,
     torch_index,
 )
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
-from patchseries.harness import _RUNIF
-from patchseries.paths import Workspace, remove
+from patchseries.harness import RUNIF
+from patchseries.paths import Workspace
 from patchseries.progress import Log
-from patchseries.series import Patch, file_sections, fingerprint, section_path
+from patchseries.series import Patch, file_sections, fingerprint, hunks, section_path
 from patchseries.standalone import PackageMapping, WheelPin, replace_imports
 from patchseries.testrun import TestOutcome, run_tests
 from patchseries.trees import BASE_REF
@@ -273,21 +273,14 @@ def _stripped(lines: list[str]) -> set[str]:
 def _added_runs(section: str) -> list[list[str]]:
     """The runs of consecutive added lines of a diff section, each line with its newline."""
     runs: list[list[str]] = []
-    in_hunk = False
-    current: list[str] = []
-    for line in section.splitlines(keepends=True):
-        if line.startswith("@@"):
-            in_hunk = True
-        elif in_hunk and line.startswith("+"):
-            current.append(line[1:])
-            continue
-        elif in_hunk and line.rstrip("\n") == "-- ":  # format-patch's signature after the last hunk
-            break
-        if current:
-            runs.append(current)
-            current = []
-    if current:
-        runs.append(current)
+    for hunk in hunks(section):
+        current: list[str] = []
+        for marker, _, text in [*hunk, (" ", 0, "")]:
+            if marker == "+":
+                current.append(text + "\n")
+            elif current:
+                runs.append(current)
+                current = []
     return runs
 
 
@@ -312,27 +305,12 @@ def _required_wheels(wheel: Path, wheel_pin: WheelPin, dist: Path, rebuild: str)
 def _fresh_environment(ws: Workspace, package: str, torch: str, wheels: list[Path], log: Log, installer: str) -> Path:
     py = f"py{sys.version_info[0]}.{sys.version_info[1]}"
     venv = ws.venvs / f"wheel-{package}-{py}-torch{torch}"
-    remove(venv)  # fresh every time: what a user's new environment is
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    uv = find_uv() if installer in ("auto", "uv") else None
-    if installer == "uv" and uv is None:
-        raise SeriesError("--installer uv was requested but uv is not installed; install uv, or use --installer pip")
+    uv = choose_uv(installer)  # made fresh every time (no recipe): what a user's new environment is
     requirements = [f"torch=={torch}", *companion_requirements(torch), *TEST_REQUIREMENTS, *map(str, wheels)]
     log(f"creating {venv.name}: torch {torch} and {', '.join(w.name for w in wheels)} installed with "
         f"{'uv pip' if uv else 'pip'}")  # fmt: skip
-    python = str(venv / "bin" / "python")
-    try:
-        if uv:
-            run_installer([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], "cannot make a venv", log)
-            command = [uv, "pip", "install", "--quiet", "--python", python]
-        else:
-            run_installer([sys.executable, "-m", "venv", str(venv)], "cannot create an environment", log)
-            command = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        run_installer([*command, *index_args(uv is not None, torch_index()), *requirements],
-                      f"cannot install {wheels[0].name} with torch {torch}", log)  # fmt: skip
-    except BaseException:
-        remove(venv)
-        raise
+    build_venv(venv, sys.executable, uv, [*index_args(uv is not None, torch_index()), *requirements],
+               f"cannot install {wheels[0].name} with torch {torch}", log)  # fmt: skip
     return venv
 
 
@@ -376,7 +354,7 @@ def _write_suite(source: Path, root: Path, suites: list[str], mapping: PackageMa
         if not runif.exists():
             sub = suite.removeprefix("tests_")
             runif.parent.mkdir(parents=True, exist_ok=True)
-            runif.write_text(_mapped(_RUNIF.format(suite=suite, package=f"{mapping.base}.{sub}"), mapping))
+            runif.write_text(_mapped(RUNIF.format(suite=suite, package=f"{mapping.base}.{sub}"), mapping))
             written.append(runif)
     for path in written:  # package markers from tests/<suite> down, as upstream has them
         folder = path.parent
