@@ -320,7 +320,7 @@ def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master
 
 
 def test_forward_refuses_a_merge_in_progress_in_the_checkout(synthetic, master):
-    """Issue 31, row 2: forward reads the checkout's refs, which a merge or rebase in progress has not settled."""
+    """Forward reads the checkout's refs, which a merge or rebase in progress has not settled."""
     git(master, "checkout", "-q", "-b", "other", "1.0")
     commit(master, {"src/fakelib/core.py": "def answer():\n    return 0\n"}, "Other answer")
     subprocess.run(["git", "merge", "-q", "master"], cwd=master, capture_output=True, check=False)  # conflicts
@@ -337,7 +337,7 @@ def test_forward_refuses_a_merge_in_progress_in_the_checkout(synthetic, master):
 
 
 def test_sigterm_while_forwarding_leaves_no_scratch_clone(synthetic, master, tmp_path):
-    """Issue 31, row 9: a SIGTERM during ``forward`` left its scratch clone in the system's temporary folder."""
+    """A SIGTERM during ``forward`` leaves no scratch clone in the system's temporary folder."""
     from test_interrupts import INTERRUPTED, run_signalled
 
     proc = run_signalled(synthetic, tmp_path, "forward-scratch", "forward", "--checkout", str(master), "--workdir",
