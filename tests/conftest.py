@@ -23,6 +23,7 @@ import pytest
 from patchseries.apply import edit_tree, tool_tree
 from patchseries.base import BaseTree, resolve_source
 from patchseries.export import export_series
+from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.paths import Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import quiet
@@ -37,6 +38,7 @@ PERSON = {
     "GIT_COMMITTER_NAME": "Person",
     "GIT_COMMITTER_EMAIL": "person@example.com",
 }
+INTERRUPTED = "error: interrupted; re-run the same command to resume from a clean state"
 RELEASE_FILES = {
     "src/fakelib/__init__.py": "VERSION = '1.0'\n",
     "src/fakelib/core.py": "def answer():\n    return 41\n",
@@ -74,6 +76,15 @@ def one_error(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     return errors[0]
+
+
+def run_signalled(synthetic: Synthetic, tmp_path: Path, stage: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command line in a fresh interpreter that signals itself at ``stage`` (SIGTERM unless it names one)."""
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir(exist_ok=True)
+    env = {**os.environ, SIGNAL_AT_ENV: stage, "TMPDIR": str(system_tmp)}
+    command = [sys.executable, "-m", "patchseries", *args, "--patches", str(synthetic.ws.patches)]
+    return subprocess.run(command, capture_output=True, text=True, check=False, env=env)
 
 
 def continue_stopped(pid: int) -> int:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import commit, git, one_error
+from conftest import change_patches, commit, git, one_error, snapshot
 from patchseries import scratch
 from patchseries.apply import SERIES_BRANCH, apply_series, tool_tree
 from patchseries.base import BaseTree, resolve_source
@@ -171,22 +171,20 @@ def test_a_refused_series_leaves_the_tree_as_it_was_and_the_fixed_series_reuses_
 def test_a_persons_series_wip_branch_with_a_commit_and_an_edit_is_left_byte_for_byte(synthetic, patches_changed):
     """A person's branch `series-wip` (the tool's old work branch's name), checked out, with a commit
     and an uncommitted edit: `apply` stops with one line and changes nothing, whether patches/ changed or not."""
-    from test_safety import _change_patches, _snapshot
-
     base, _ = _apply(synthetic)
     git(base.path, "checkout", "-q", "-b", "series-wip")
     commit(base.path, {"src/fakelib/core.py": "def answer():\n    return 43\n"}, "My work in progress")
     (base.path / "src/fakelib/__init__.py").write_text("VERSION = 'mine'\n")
-    before = _snapshot(base.path)
+    before = snapshot(base.path)
     if patches_changed:
-        _change_patches(synthetic)
+        change_patches(synthetic.ws.patches)
 
     proc = synthetic.run("apply")
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] == proc.stderr.splitlines()[-1:]
     assert "is not as the tool built it (its refs changed (refs/heads/series-wip))" in proc.stderr
-    assert _snapshot(base.path) == before
+    assert snapshot(base.path) == before
 
 
 def test_a_patch_git_am_cannot_read_is_refused_with_git_ams_reason(synthetic):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOOL, cli, commit, git
+from conftest import INTERRUPTED, TOOL, cli, commit, git, run_signalled
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report
 from patchseries.forward import Entry, _add_entry, _changelog_hunks, forward_message, forward_series
@@ -338,8 +338,6 @@ def test_forward_refuses_a_merge_in_progress_in_the_checkout(synthetic, master):
 
 def test_sigterm_while_forwarding_leaves_no_scratch_clone(synthetic, master, tmp_path):
     """A SIGTERM during ``forward`` leaves no scratch clone in the system's temporary folder."""
-    from test_interrupts import INTERRUPTED, run_signalled
-
     proc = run_signalled(synthetic, tmp_path, "forward-scratch", "forward", "--checkout", str(master), "--workdir",
                          str(synthetic.ws.workdir))  # fmt: skip
 

@@ -6,28 +6,12 @@ system's temporary folder pointed at an empty folder of the test's, so that what
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import Synthetic, change_patches, commit, files_of, git
+from conftest import INTERRUPTED, change_patches, commit, files_of, git, run_signalled
 from patchseries import scratch
-from patchseries.interrupts import SIGNAL_AT_ENV
-
-INTERRUPTED = "error: interrupted; re-run the same command to resume from a clean state"
-
-
-def run_signalled(synthetic: Synthetic, tmp_path: Path, stage: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the command line in a fresh interpreter that sends itself SIGTERM at ``stage``."""
-    system_tmp = tmp_path / "system-tmp"
-    system_tmp.mkdir(exist_ok=True)
-    env = {**os.environ, SIGNAL_AT_ENV: stage, "TMPDIR": str(system_tmp)}
-    command = [sys.executable, "-m", "patchseries", *args, "--patches", str(synthetic.ws.patches)]
-    return subprocess.run(command, capture_output=True, text=True, check=False, env=env)
 
 
 @pytest.mark.parametrize("stage", ["fetch-download", "fetch-unpacked"])
