@@ -9,6 +9,7 @@ import hashlib
 import io
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,13 +23,22 @@ import pytest
 from patchseries.apply import edit_tree, tool_tree
 from patchseries.base import BaseTree, resolve_source
 from patchseries.export import export_series
+from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.paths import Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import quiet
 
 # How a remedy writes the tool's own command: the interpreter it runs under, by its absolute path (the tests run it
-# as sys.executable), so that it runs as written in any shell (fifth hostile pass: `python -m patchseries` did not)
+# as sys.executable), so that it runs as written in any shell (`python -m patchseries` would not)
 TOOL = shlex.join([sys.executable, "-m", "patchseries"])
+# the person's identity, for the commits a remedy makes in their own tree (git cherry-pick, git am)
+PERSON = {
+    "GIT_AUTHOR_NAME": "Person",
+    "GIT_AUTHOR_EMAIL": "person@example.com",
+    "GIT_COMMITTER_NAME": "Person",
+    "GIT_COMMITTER_EMAIL": "person@example.com",
+}
+INTERRUPTED = "error: interrupted; re-run the same command to resume from a clean state"
 RELEASE_FILES = {
     "src/fakelib/__init__.py": "VERSION = '1.0'\n",
     "src/fakelib/core.py": "def answer():\n    return 41\n",
@@ -68,6 +78,15 @@ def one_error(proc: subprocess.CompletedProcess[str]) -> str:
     return errors[0]
 
 
+def run_signalled(synthetic: Synthetic, tmp_path: Path, stage: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command line in a fresh interpreter that signals itself at ``stage`` (SIGTERM unless it names one)."""
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir(exist_ok=True)
+    env = {**os.environ, SIGNAL_AT_ENV: stage, "TMPDIR": str(system_tmp)}
+    command = [sys.executable, "-m", "patchseries", *args, "--patches", str(synthetic.ws.patches)]
+    return subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+
+
 def continue_stopped(pid: int) -> int:
     """Let a run that stops itself (``PATCHSERIES_SIGNAL_AT=<stage>:SIGSTOP``) go on to its end; its wait status."""
     while True:
@@ -80,6 +99,63 @@ def continue_stopped(pid: int) -> int:
 def files_of(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` with its bytes: what a refusal must leave as it was."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file and link under ``folder`` (``.git`` included) with a digest of its content or target."""
+    found: dict[str, str] = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(root) / name
+            key = str(path.relative_to(folder))
+            if path.is_symlink():
+                found[key] = f"-> {os.readlink(path)}"
+            elif path.is_file():
+                found[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def change_patches(patches: Path, new_subject: str = "Add the CHANGELOG entry") -> None:
+    """What a `git pull` that brings a changed patch does to patches/: the second patch reworded."""
+    second = sorted(patches.glob("*.patch"))[1]
+    text = second.read_text()
+    old_subject = text.split("Subject: [PATCH] ", 1)[1].splitlines()[0]
+    second.write_text(text.replace(f"Subject: [PATCH] {old_subject}", f"Subject: [PATCH] {new_subject}"))
+
+
+def between(error: str, start: str, end: str = ")") -> str:
+    """The command a remedy names in ``error``: from ``start`` up to ``end``."""
+    return start + error.split(start, 1)[1].split(end, 1)[0]
+
+
+def shell(command: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a remedy's command line exactly as the error line writes it, by a shell, as the person (``PERSON``)."""
+    env = env if env is not None else {**os.environ, **PERSON}
+    return subprocess.run(command, shell=True, capture_output=True, text=True, check=False, cwd=cwd, env=env)
+
+
+def without_the_tool(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A person's shell: no ``patchseries`` on its PATH, a ``python`` (and ``python3``) that is not the tool
+    environment's (it has no patchseries), no PYTHONPATH; and a current directory of its own, outside the project."""
+    fake = tmp_path / "their-bin"
+    fake.mkdir()
+    for name in ("python", "python3"):
+        (fake / name).write_text('#!/bin/sh\necho "$0: No module named patchseries" >&2\nexit 1\n')
+        (fake / name).chmod(0o755)
+    tool_bin = Path(sys.executable).parent.resolve()
+    kept = [
+        entry
+        for entry in os.environ["PATH"].split(os.pathsep)
+        if entry and not (Path(entry) / "patchseries").exists() and Path(entry).resolve() != tool_bin
+    ]
+    path = os.pathsep.join([str(fake), *kept])
+    assert shutil.which("patchseries", path=path) is None
+    assert shutil.which("python", path=path) == str(fake / "python")
+    hidden = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+    env = {**{k: v for k, v in os.environ.items() if k not in hidden}, **PERSON, "PATH": path}
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    return env, here
 
 
 def make_sdist(directory: Path, files: dict[str, str], root: str = "fakelib-1.0") -> Path:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from conftest import commit, git
+from conftest import change_patches, commit, git, one_error, snapshot
 from patchseries import scratch
 from patchseries.apply import SERIES_BRANCH, apply_series, tool_tree
 from patchseries.base import BaseTree, resolve_source
@@ -84,7 +86,7 @@ def test_failing_patch_is_named_and_leaves_no_tree(synthetic):
 
 def test_leftovers_of_a_killed_run_are_the_tools_and_removed(synthetic):
     """A run killed (SIGKILL) while building leaves ``<tree>.partial`` and ``<tree>.partial.unpack`` (an ``<tree>.old``
-    is removed only while it is a tree as built: tests/test_third_hostile_pass.py)."""
+    is removed only while it is a tree as built: test_safety.py)."""
     synthetic.ws.trees.mkdir(parents=True)
     for leftover in ("sdist-1.0.partial", "sdist-1.0.partial.unpack"):
         scratch.make_dir(scratch.claim(synthetic.ws.trees / leftover))  # as the killed run made it
@@ -148,7 +150,7 @@ def test_file_added_by_an_earlier_patch_is_not_excluded(synthetic):
 
 
 def test_a_refused_series_leaves_the_tree_as_it_was_and_the_fixed_series_reuses_it(synthetic):
-    """Issue 31, row 11: a refused series left the tree on `base`, which the next run called local changes."""
+    """A refused series leaves the tree on its branch, so the next run does not take it for local changes."""
     base, _ = _apply(synthetic)
     series_before = git(base.path, "rev-parse", "series")
     listed = synthetic.ws.series_file.read_text()
@@ -167,21 +169,35 @@ def test_a_refused_series_leaves_the_tree_as_it_was_and_the_fixed_series_reuses_
 
 @pytest.mark.parametrize("patches_changed", [False, True])
 def test_a_persons_series_wip_branch_with_a_commit_and_an_edit_is_left_byte_for_byte(synthetic, patches_changed):
-    """Issue 31, row 1: a person's branch `series-wip` (the tool's old work branch's name), checked out, with a commit
+    """A person's branch `series-wip` (the tool's old work branch's name), checked out, with a commit
     and an uncommitted edit: `apply` stops with one line and changes nothing, whether patches/ changed or not."""
-    from test_safety import _change_patches, _snapshot
-
     base, _ = _apply(synthetic)
     git(base.path, "checkout", "-q", "-b", "series-wip")
     commit(base.path, {"src/fakelib/core.py": "def answer():\n    return 43\n"}, "My work in progress")
     (base.path / "src/fakelib/__init__.py").write_text("VERSION = 'mine'\n")
-    before = _snapshot(base.path)
+    before = snapshot(base.path)
     if patches_changed:
-        _change_patches(synthetic)
+        change_patches(synthetic.ws.patches)
 
     proc = synthetic.run("apply")
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] == proc.stderr.splitlines()[-1:]
     assert "is not as the tool built it (its refs changed (refs/heads/series-wip))" in proc.stderr
-    assert _snapshot(base.path) == before
+    assert snapshot(base.path) == before
+
+
+def test_a_patch_git_am_cannot_read_is_refused_with_git_ams_reason(synthetic):
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    first.write_bytes(b"\xef\xbb\xbf" + first.read_bytes())  # a byte order mark an editor wrote
+
+    error = one_error(synthetic.run("apply"))
+
+    assert "does not apply: Patch format detection failed;" in error
+    assert "see `git am` output" not in error
+
+
+def test_the_tree_records_are_json(synthetic):
+    assert synthetic.run("apply").returncode == 0
+    files = synthetic.ws.trees / "sdist-1.0" / ".git" / "patchseries-files"
+    assert isinstance(json.loads(files.read_text()), dict)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RELEASE_FILES, cli, git, make_base, make_sdist, write_pin
+from conftest import RELEASE_FILES, cli, git, make_base, make_sdist, one_error, write_pin
 from patchseries import scratch
 from patchseries.atomic import write_file
 from patchseries.cli import main
@@ -78,7 +78,7 @@ def test_interrupted_base_build_is_recovered(tmp_path):
 
 
 def test_a_link_left_where_the_download_and_the_record_are_written_is_never_written_through(tmp_path):
-    """Found by the hostile pass of issue #31: a ``.partial`` link (a tool's name) had its target overwritten."""
+    """A ``.partial`` link (a tool's name) never has its target overwritten."""
     write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
     ws = _workspace(tmp_path)
     mine = tmp_path / "mine.txt"
@@ -249,8 +249,8 @@ def test_a_failure_while_committing_the_base_leaves_no_partial_tree(tmp_path, mo
     ],
 )  # fmt: skip
 def test_a_bad_pin_is_refused_in_full_before_the_work_directory_is_made(synthetic, tmp_path, edit, message):
-    """Issue 31, row 10: a short sha256, a malformed commit id, a misspelled key (which turned a check off), an
-    unknown table and a TOML date were accepted, or refused with a Python repr after the work directory was made."""
+    """A short sha256, a malformed commit id, a misspelled key (which would turn a check off), an unknown table and a
+    TOML date are each refused in one line before the work directory is made."""
     pin_file = synthetic.ws.pin_file
     pin_file.write_text(pin_file.read_text().replace(*edit, 1))
 
@@ -264,7 +264,7 @@ def test_a_bad_pin_is_refused_in_full_before_the_work_directory_is_made(syntheti
 
 @pytest.mark.parametrize("cached", [True, False])
 def test_the_pinned_sha256_is_checked_when_the_tree_exists(synthetic, cached):
-    """Issue 31, row 10: once the tree existed, a wrong sha256 in the pin was never noticed."""
+    """A wrong sha256 in the pin is noticed also once the tree exists."""
     assert synthetic.run("apply").returncode == 0
     tool_tree = synthetic.ws.trees / "sdist-1.0"
     base = git(tool_tree, "rev-parse", "base")
@@ -285,3 +285,43 @@ def test_the_pinned_sha256_is_checked_when_the_tree_exists(synthetic, cached):
     assert actual in errors[0]
     assert git(tool_tree, "rev-parse", "base") == base
     assert download.is_file() == cached
+
+
+def test_the_kept_download_is_checked_on_every_run(synthetic):
+    assert synthetic.run("apply").returncode == 0
+    download = synthetic.ws.downloads / synthetic.sdist.name
+    with download.open("ab") as handle:
+        handle.write(b"x")
+
+    for command in ("apply", "fetch", "check"):
+        assert "sha256 mismatch" in one_error(synthetic.run(command))
+    download.unlink()  # the remedy: remove that file and re-run
+    assert synthetic.run("apply").returncode == 0
+
+
+def test_a_git_url_that_looks_like_an_option_is_a_url(synthetic):
+    pin = synthetic.ws.pin_file
+    pin.write_text(pin.read_text().replace('git_url = "https://git.invalid/fakelib.git"', 'git_url = "--bare"'))
+
+    error = one_error(synthetic.run("fetch", "--git"))
+
+    assert "cannot clone --bare" in error
+    assert ".partial' does not exist" not in error  # the folder it was cloning into, taken for the repository
+    assert not (synthetic.ws.trees / "git-1.0").exists()
+
+
+def test_an_sdist_that_ships_a_git_directory_is_refused(synthetic, tmp_path):
+    ran = tmp_path / "ran"
+    files = {
+        **RELEASE_FILES, ".git/HEAD": "ref: refs/heads/main\n",
+        ".git/config": f"[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch {ran}; false\n",
+    }  # fmt: skip
+    (tmp_path / "evil").mkdir()
+    write_pin(synthetic.ws.patches, make_sdist(tmp_path / "evil", files))
+    fresh = tmp_path / "fresh"
+
+    error = one_error(cli("apply", "--patches", str(synthetic.ws.patches), "--workdir", str(fresh)))
+
+    assert "contains a git directory entry 'fakelib-1.0/.git/" in error
+    assert not ran.exists()
+    assert not (fresh / "trees" / "sdist-1.0").exists()

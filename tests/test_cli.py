@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOOL, cli, one_error
-from patchseries import __version__, wheelcli
+from conftest import TOOL, cli, git, one_error
+from patchseries import __version__, gitcmd, wheelcli
 from patchseries.cli import _parser, main
 from patchseries.paths import PROJECT_ROOT, Workspace
 
@@ -334,7 +334,7 @@ def test_forward_of_a_series_pinned_to_a_commit_names_the_release_series(synthet
 
 
 def test_blank_workdir_variable_is_refused_and_makes_nothing(synthetic, tmp_path):
-    """Issue 31, row 15: ``PATCHSERIES_WORKDIR=" "`` made a directory named " " in the current directory."""
+    """``PATCHSERIES_WORKDIR=" "`` makes no directory named " " in the current directory."""
     here = tmp_path / "here"
     here.mkdir()
 
@@ -351,7 +351,7 @@ def test_blank_workdir_variable_is_refused_and_makes_nothing(synthetic, tmp_path
 
 @pytest.mark.parametrize("inside", [".", "src/fakelib"])
 def test_a_workdir_inside_a_persons_git_tree_is_refused_and_the_tree_left(synthetic, inside):
-    """Left by issue #31: ``PATCHSERIES_WORKDIR=.work/edit/<base>`` wrote downloads/ and trees/ into the edit tree."""
+    """``PATCHSERIES_WORKDIR=.work/edit/<base>`` never writes downloads/ and trees/ into the edit tree."""
     workdir = (synthetic.tree / inside).resolve()
     before = sorted(str(path.relative_to(synthetic.tree)) for path in synthetic.tree.rglob("*"))
     env = {**os.environ, "PATCHSERIES_WORKDIR": str(workdir)}
@@ -384,7 +384,7 @@ def test_a_workdir_in_a_git_tree_is_used_only_where_that_tree_ignores_it(synthet
 
 @pytest.mark.parametrize(("given", "torch"), [("2.13", "2.13.0"), ("2.13.0", "2.13.0"), ("2.4", "2.4.0")])
 def test_a_release_without_its_patch_number_is_its_full_number(synthetic, monkeypatch, given, torch):
-    """Issue 31, row 15: ``--torch 2.13`` built a second environment (``torch2.13``) beside 2.13.0's."""
+    """``--torch 2.13`` is 2.13.0: no second environment (``torch2.13``) beside 2.13.0's."""
     seen = []
 
     def main_job(ws, choice, version, *args, **kwargs):
@@ -406,3 +406,55 @@ def test_matrix_runs_each_release_once_by_its_full_number(synthetic, monkeypatch
           "--workdir", str(synthetic.ws.workdir)])  # fmt: skip
 
     assert seen == [["2.13.0", "2.4.0"]]
+
+
+def test_fetch_prints_the_tree_the_docs_say_it_makes(synthetic):
+    options = (Path(__file__).parents[1] / "docs" / "options.md").read_text()
+    proc = synthetic.run("fetch")
+
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == str(synthetic.ws.trees / "sdist-1.0")
+    assert "`fetch` (the base only)" not in options
+    assert "`fetch` (the base with the series applied" in options
+
+
+def test_a_workdir_in_a_repository_that_ignores_only_downloads_is_refused(synthetic, tmp_path):
+    repo = tmp_path / "mine"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / ".gitignore").write_text("work/downloads/\n")
+
+    error = one_error(cli("apply", "--patches", str(synthetic.ws.patches), "--workdir", str(repo / "work")))
+
+    assert "does not ignore it" in error
+    assert not (repo / "work").exists()
+
+
+@pytest.mark.parametrize("refused", ["inside a git tree", "a file"])
+def test_a_refused_patchseries_workdir_is_named_as_the_variable(synthetic, tmp_path, refused):
+    workdir = synthetic.tree if refused == "inside a git tree" else tmp_path / "afile"
+    if refused == "a file":
+        workdir.write_text("")
+    env = {**os.environ, "PATCHSERIES_WORKDIR": str(workdir)}
+
+    error = one_error(cli("apply", "--patches", str(synthetic.ws.patches), env=env))
+
+    assert "it comes from PATCHSERIES_WORKDIR: set that to a" in error
+    assert "--workdir" not in error  # no option was passed: the variable is what to change
+
+
+def test_patches_that_is_a_file_says_it_is_not_a_directory(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+
+    for command in ("check", "status"):
+        error = one_error(cli(command, "--patches", str(afile), "--workdir", str(tmp_path / "work")))
+
+        assert error.startswith(f"error: --patches {afile} is not a directory;"), error
+        assert "check that path" not in error
+
+
+def test_a_failed_git_command_is_named_by_its_subcommand():
+    assert gitcmd._short(["-c", "a.b=c", "-c", "d.e=f", "format-patch", "--zero-commit", "x", "y"]) == (
+        "format-patch --zero-commit x"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import git
+from conftest import git, one_error
 
 LATIN1_MESSAGE = "Fix the r\xe9sum\xe9 answer\n\nCaf\xe9 body.\n\nUpstream-Status: Pending\n".encode("latin-1")
 LATIN1_SOURCE = "# caf\xe9, in Latin-1\nVERSION = '1.0.1'\n".encode("latin-1")
@@ -20,8 +20,7 @@ def _latin1_commit(tree):
 
 
 def test_a_patch_and_a_commit_message_that_are_not_utf8_go_through_every_command(synthetic, upstream_clone):
-    """Issue 31, row 3: export, apply, check, check --onto and forward each ended in a UnicodeDecodeError traceback
-    (exit 1) on a commit, or a patch, carrying a Latin-1 ``é``."""
+    """Export, apply, check, check --onto and forward each take a commit, or a patch, carrying a Latin-1 ``é``."""
     _latin1_commit(synthetic.tree)
 
     exported = synthetic.run("export", "--tree", str(synthetic.tree))
@@ -77,3 +76,13 @@ def test_export_with_an_author_keeps_a_latin1_message_and_file(synthetic, tmp_pa
     text = (synthetic.ws.patches / "0003-Fix-the-r-sum-answer.patch").read_bytes()
     assert b"From: A U Thor <a@example.com>\n" in text
     assert b"+# caf\xe9, in Latin-1\n" in text
+
+
+def test_a_series_file_that_is_not_utf8_is_one_error_line_for_export(synthetic):
+    with (synthetic.ws.patches / "series").open("ab") as series:
+        series.write(b"# caf\xe9\n")
+
+    error = one_error(synthetic.run("export"))
+
+    assert "is not UTF-8 text" in error
+    assert "Traceback" not in synthetic.run("export").stderr

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from conftest import cli, one_error
 from patchseries import environment
 from patchseries.cli import main
 from patchseries.environment import companion_requirements, ensure_environment, index_args, parse_torch_version
@@ -207,7 +208,7 @@ def test_a_torch_index_that_is_not_a_url_is_refused_before_any_work(synthetic, t
 
 
 def test_an_environment_is_named_by_the_full_release_number(tmp_path, monkeypatch):
-    """Issue 31, row 15: ``2.13`` and ``2.13.0`` are one release, so one environment."""
+    """``2.13`` and ``2.13.0`` are one release, so one environment."""
     ws = Workspace(patches=tmp_path / "patches", workdir=tmp_path / "work")
     venv = ws.venvs / f"{environment._python_tag(sys.executable)}-torch2.13.0-tree"
     venv.mkdir(parents=True)
@@ -219,3 +220,12 @@ def test_an_environment_is_named_by_the_full_release_number(tmp_path, monkeypatc
 
     assert (env.path, env.torch) == (venv, "2.13.0")
     assert sorted(p.name for p in ws.venvs.iterdir()) == [venv.name]
+
+
+def test_a_torch_newer_than_the_tool_knows_is_refused_before_any_work(synthetic, tmp_path):
+    fresh = tmp_path / "fresh"
+
+    error = one_error(cli("test", "--torch", "9.9.9", "--patches", str(synthetic.ws.patches), "--workdir", str(fresh)))
+
+    assert "torch 9.9.9 is newer than every release this tool knows" in error
+    assert not fresh.exists()

@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import RELEASE_FILES, TOOL, cli, commit, git
+from conftest import (
+    RELEASE_FILES,
+    TOOL,
+    Synthetic,
+    between,
+    cli,
+    commit,
+    files_of,
+    git,
+    one_error,
+    shell,
+    without_the_tool,
+)
 from patchseries import export, gitcmd
 from patchseries.errors import SeriesError
-from patchseries.export import drift_report, export_series
+from patchseries.export import drift_report, export_series, format_one
 from patchseries.series import read_series
+
+CORE = "src/fakelib/core.py"
 
 
 def _drift(synthetic):
@@ -158,9 +175,8 @@ def test_hand_edit_beside_a_left_out_hunk_is_still_drift(synthetic, upstream_ser
     )
 
 
-def test_row_10_dropping_hunks_suggests_an_edit_tree_of_an_upstream_base(synthetic, upstream_series):
-    """Issue 39, row 10: the remedy named `apply --git` (the tool's tree) instead of `edit --git`, without the run's
-    options."""
+def test_dropping_hunks_suggests_an_edit_tree_of_an_upstream_base(synthetic, upstream_series):
+    """The remedy names `edit --git` (not the tool's tree, `apply --git`), with the run's options."""
     patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
     git(synthetic.tree, "am", "-q", f"--exclude={DOCS}", str(patch))
     edit = "python -m patchseries edit --git --workdir W"
@@ -468,8 +484,7 @@ def _stop_a_rebase_at_edit(tree):
 
 @pytest.mark.parametrize("stop", [_stop_a_rebase_at_edit, lambda tree: git(tree, "bisect", "start")])
 def test_export_refuses_a_rebase_or_bisect_in_progress(synthetic, stop):
-    """Issue 31, row 2: with a ``git rebase -i`` stopped in the tree, ``export --drop-missing`` exported the old
-    series (exit 0)."""
+    """With a ``git rebase -i`` stopped in the tree, ``export`` refuses instead of exporting the old series."""
     before = {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()}
     stop(synthetic.tree)
 
@@ -507,3 +522,308 @@ def test_checks_remedy_runs_as_printed_where_no_edit_tree_exists_yet(synthetic, 
     assert patch.read_bytes() == exported
     again = cli("check", *options)
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+OTHER_BASE = "a" * 40
+
+
+def test_export_into_a_series_of_another_base_is_refused_and_its_remedy_runs(synthetic, tmp_path):
+    forward = tmp_path / "forward"  # a series pinned to an upstream commit (as patches/master is), with one patch
+    forward.mkdir()
+    pin = 'name = "fakelib"\nversion = "master"\ngit_url = "https://git.invalid/f.git"\n'
+    (forward / "base.toml").write_text(f'[base]\n{pin}commit = "{OTHER_BASE}"\n')
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    shutil.copy(first, forward / first.name)
+    (forward / "series").write_text(f"{first.name}\n")
+    before = files_of(forward)
+
+    proc = cli(
+        "export", "--patches", str(forward), "--workdir", str(synthetic.ws.workdir), "--tree", str(synthetic.tree)
+    )
+
+    error = one_error(proc)
+    assert f"pins fakelib {OTHER_BASE}" in error
+    assert "nothing was written" in error
+    assert files_of(forward) == before
+    commit(synthetic.tree, {CORE: "def answer():\n    return 43\n"}, "Change the answer\n\nUpstream-Status: Pending")
+    command = between(error, f"{TOOL} export")
+    assert shlex.split(command)[:3] == [sys.executable, "-m", "patchseries"], command
+    remedy = shell(command)
+    assert remedy.returncode == 0, remedy.stderr
+    assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
+
+
+def _linked_worktree_on_series(synthetic: Synthetic, tmp_path: Path) -> Path:
+    linked = tmp_path / "linked"
+    git(synthetic.tree, "checkout", "-q", "--detach")
+    git(synthetic.tree, "worktree", "add", "-q", str(linked), "series")
+    return linked
+
+
+def test_export_refuses_a_rebase_stopped_in_a_linked_worktree(synthetic, tmp_path):
+    linked = _linked_worktree_on_series(synthetic, tmp_path)
+    env = {**os.environ, "GIT_SEQUENCE_EDITOR": "sed -i 1s/^pick/edit/"}
+    rebase = ["git", "-c", "user.name=P", "-c", "user.email=p@example.com", "rebase", "-q", "-i", "base"]
+    subprocess.run(rebase, cwd=linked, env=env, capture_output=True, check=True)
+    before = files_of(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("export"))
+
+    assert f"a git rebase is in progress in {linked}" in error
+    assert files_of(synthetic.ws.patches) == before
+
+
+def test_export_refuses_uncommitted_edits_in_a_linked_worktree(synthetic, tmp_path):
+    linked = _linked_worktree_on_series(synthetic, tmp_path)
+    (linked / CORE).write_text("def answer():\n    return 44\n")
+
+    error = one_error(synthetic.run("export"))
+
+    assert f"{linked} has uncommitted changes ({CORE})" in error
+
+
+@pytest.mark.parametrize("checkout", [["-b", "wip"], ["--detach"]])
+def test_export_refuses_commits_at_head_beyond_the_branch_and_its_remedy_runs(synthetic, checkout):
+    git(synthetic.tree, "checkout", "-q", *checkout)
+    commit(synthetic.tree, {CORE: "def answer():\n    return 45\n"}, "More work\n\nUpstream-Status: Pending")
+    before = files_of(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("export"))
+
+    assert "1 commit(s) on" in error
+    assert "which export would leave out" in error
+    assert files_of(synthetic.ws.patches) == before
+    fix = error.split("(git -C ", 1)[1].split(")", 1)[0]
+    git(synthetic.tree, *shlex.split(fix)[1:])  # the remedy, from the tree it names
+    assert synthetic.run("export").returncode == 0
+    assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
+
+
+def test_a_persons_git_configuration_never_changes_the_patches(synthetic, tmp_path, monkeypatch):
+    config = tmp_path / "gitconfig"
+    config.write_text("[format]\n\tsignOff = true\n[diff]\n\tcontext = 5\n\talgorithm = histogram\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    git(synthetic.tree, "config", "format.signOff", "true")  # the edit tree's own configuration too
+    git(synthetic.tree, "config", "diff.context", "6")
+    before = files_of(synthetic.ws.patches)
+
+    exported = synthetic.run("export")
+    checked = synthetic.run("check")
+
+    assert exported.returncode == 0, exported.stderr
+    assert files_of(synthetic.ws.patches) == before
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize("line", ["---", "--- more", "diff --git a/x b/x", "Index: x"])
+def test_export_refuses_a_message_line_where_git_am_ends_a_message(synthetic, line):
+    commit(synthetic.tree, {CORE: "def answer():\n    return 46\n"}, f"Subject\n\nBody\n{line}\nafter\n")
+    before = files_of(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("export"))
+
+    assert f"has the line {line!r} in its message, where `git am` ends a message" in error
+    assert files_of(synthetic.ws.patches) == before
+
+
+def test_an_edit_tree_of_a_checkout_exports_after_the_checkout_moved(synthetic, upstream_clone, tmp_path):
+    shutil.rmtree(synthetic.tree.parent)
+    made = synthetic.run("edit", "--checkout", str(upstream_clone))
+    assert made.returncode == 0, made.stderr
+    tree = Path(made.stdout.strip())
+    commit(tree, {CORE: "def answer():\n    return 47\n"}, "Change\n\nUpstream-Status: Pending")
+    upstream_clone.rename(tmp_path / "moved")
+
+    proc = synthetic.run("export", "--tree", str(tree))
+
+    assert proc.returncode == 0, proc.stderr
+    assert "exported 3 patches" in proc.stdout
+
+
+def test_an_author_from_the_environment_is_named_as_such(synthetic, monkeypatch):
+    monkeypatch.setenv("PATCHSERIES_AUTHOR", "x")
+
+    error = one_error(synthetic.run("export"))
+
+    assert "PATCHSERIES_AUTHOR='x' is not an identity" in error
+    assert "--author" not in error
+
+
+def test_export_refuses_an_author_with_a_control_character(synthetic):
+    before = files_of(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("export", "--author", "Eve\nBcc: x <eve@example.com>"))
+
+    assert "is not an identity" in error
+    assert files_of(synthetic.ws.patches) == before
+
+
+def test_export_over_a_series_naming_a_missing_patch_says_how_to_fix_it(synthetic):
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    first.unlink()
+
+    error = one_error(synthetic.run("export"))
+
+    assert error.endswith(f"does not exist; restore that file, or remove line 2 from {synthetic.ws.patches / 'series'}")
+    series = synthetic.ws.patches / "series"
+    series.write_text("".join(line + "\n" for line in series.read_text().splitlines() if first.name not in line))
+    assert synthetic.run("export").returncode == 0  # the remedy, then the export
+
+
+def test_export_of_a_branch_not_built_on_base_is_refused(synthetic):
+    git(synthetic.tree, "checkout", "-q", "--orphan", "other")
+    git(synthetic.tree, "commit", "-q", "-m", "Another history")
+    before = files_of(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("export", "--branch", "other"))
+
+    assert "is not built on 'base'" in error
+    assert "nothing was written" in error
+    assert files_of(synthetic.ws.patches) == before
+
+
+def test_export_refuses_a_branch_that_is_a_revision_expression(synthetic):
+    before = files_of(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("export", "--branch", "series^"))
+
+    assert "--branch 'series^' is not a branch name" in error
+    assert files_of(synthetic.ws.patches) == before
+
+
+def test_export_refuses_an_empty_commit_naming_it(synthetic):
+    git(synthetic.tree, "commit", "-q", "--allow-empty", "-m", "Nothing in it")
+    before = files_of(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("export"))
+
+    assert "(Nothing in it) changes no file" in error
+    assert f"git -C {synthetic.tree} rebase -i base" in error
+    assert files_of(synthetic.ws.patches) == before
+    git(synthetic.tree, "reset", "-q", "--hard", "HEAD~1")  # what `drop` does
+    assert synthetic.run("export").returncode == 0
+
+
+def test_export_over_a_dangling_link_says_how_to_make_a_tree(synthetic):
+    default = synthetic.tree
+    shutil.rmtree(default)
+    default.symlink_to(default.parent / "gone")
+
+    error = one_error(synthetic.run("export"))
+
+    assert f"there is no tree to export at {default}" in error
+    assert shell(between(error, "mv ")).returncode == 0
+    made = shell(between(error, f"{TOOL} edit", "`"))
+    assert made.returncode == 0, made.stderr
+    assert (default / ".git").is_dir()
+
+
+def test_export_from_a_tree_that_does_not_exist_says_so(synthetic, tmp_path):
+    missing = tmp_path / "nonexist"
+
+    error = one_error(synthetic.run("export", "--tree", str(missing)))
+
+    assert error.startswith(f"error: --tree {missing} does not exist;"), error
+    assert "or pass --tree" not in error
+
+
+def test_a_files_crlf_line_endings_survive_export_and_apply(synthetic):
+    (synthetic.tree / "src/fakelib/win.bat").write_bytes(b"a\r\nb\r\n")
+    with (synthetic.tree / CORE).open("ab") as core:
+        core.write(b"x = 1\r\n")
+    git(synthetic.tree, "add", "-A")
+    git(synthetic.tree, "commit", "-q", "-m", "Lines ending in CR\n\nUpstream-Status: Pending")
+
+    assert synthetic.run("export").returncode == 0
+    checked = synthetic.run("check")
+    applied = synthetic.run("apply")
+
+    assert checked.returncode == 0, checked.stdout
+    assert applied.returncode == 0, applied.stderr
+    tree = synthetic.ws.trees / "sdist-1.0"
+    assert (tree / "src/fakelib/win.bat").read_bytes() == b"a\r\nb\r\n"
+    assert (tree / CORE).read_bytes() == (synthetic.tree / CORE).read_bytes()
+
+
+@pytest.mark.parametrize("mine", ["a copy with its own subject", "a change of its own"])
+def test_export_never_removes_a_listed_patch_that_no_export_wrote(synthetic, tmp_path, mine):
+    patches, series = synthetic.ws.patches, synthetic.ws.series_file
+    own = patches / "0003-my-own.patch"
+    if mine == "a copy with its own subject":  # cp 0002-*.patch 0003-my-own.patch, with a new Subject
+        copied = sorted(patches.glob("0002-*.patch"))[0].read_text()
+        own.write_text(copied.replace("Subject: [PATCH] Add a CHANGELOG entry", "Subject: [PATCH] My own change"))
+    else:  # a patch of the person's, made in a clone of their own: a change the tree has not seen
+        clone = tmp_path / "clone"
+        subprocess.run(["git", "clone", "-q", "--branch", "series", str(synthetic.tree), str(clone)], check=True)
+        commit(clone, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "My own change\n\nUpstream-Status: Pending")
+        own.write_text(format_one(clone, "HEAD"))
+    series.write_text(series.read_text() + f"{own.name}\n")
+    mine_bytes, before = own.read_bytes(), files_of(patches)
+
+    error = one_error(synthetic.run("export"))
+
+    assert f"{own}" in error
+    assert "nothing was written" in error
+    assert files_of(patches) == before
+    if mine == "a copy with its own subject":  # its change is on the branch already: a copy of it is kept
+        kept = shell(between(error, "cp "))
+        assert kept.returncode == 0, kept.stderr
+        assert own.with_name(own.name + ".mine").read_bytes() == mine_bytes
+        expected = 2
+    else:  # put on the branch, it is exported: its bytes are the new patch's
+        applied = shell(between(error, "git -C "))
+        assert applied.returncode == 0, applied.stderr
+        expected = 3
+    exported = synthetic.run("export")
+    assert exported.returncode == 0, exported.stderr
+    assert f"exported {expected} patches" in exported.stdout
+    if expected == 3:
+        assert sorted(patches.glob("0003-*.patch"))[0].read_bytes() == mine_bytes
+
+
+def test_export_never_removes_a_listed_byte_copy_of_an_exported_patch(synthetic):
+    """An exact copy of an exported patch under a name of the person's own, listed in ``series``, is theirs."""
+    patches, series = synthetic.ws.patches, synthetic.ws.series_file
+    original = sorted(patches.glob("0002-*.patch"))[0]
+    own = patches / "0003-my-own.patch"
+    own.write_bytes(original.read_bytes())
+    series.write_text(series.read_text() + f"{own.name}\n")
+    before = files_of(patches)
+
+    error = one_error(synthetic.run("export"))
+
+    assert f"{own}" in error
+    assert files_of(patches) == before
+    assert shell(between(error, "cp ")).returncode == 0  # keep a copy, as it says: then the export runs
+    exported = synthetic.run("export")
+    assert exported.returncode == 0, exported.stderr
+    assert own.with_name(own.name + ".mine").read_bytes() == original.read_bytes()
+
+
+@pytest.mark.parametrize("remedy_index", [0, 1], ids=["convert_back", "reexport"])
+@pytest.mark.parametrize("converted", ["series", "patch"])
+def test_checks_drift_remedies_run_as_written_with_the_runs_options(synthetic, tmp_path, converted, remedy_index):
+    """Both remedies of a CRLF drift work as written in a person's shell: converting the file back (which needs no
+    edit tree) and re-exporting with the run's own options."""
+    env, here = without_the_tool(tmp_path)
+    target = synthetic.ws.series_file if converted == "series" else sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    exported = target.read_bytes()
+    target.write_bytes(exported.replace(b"\n", b"\r\n"))  # an editor's or git's autocrlf conversion
+
+    checked = synthetic.run("check")
+
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    drift = [line for line in checked.stdout.splitlines() if line.startswith("drift:")]
+    assert len(drift) == 1, checked.stdout
+    convert, reexport = drift[0].split("`")[1::2]
+    assert str(target) in convert, convert
+    # its own series and work directory (run without them, it would act on the project's patches/)
+    assert f"--patches {synthetic.ws.patches}" in reexport, reexport
+    assert f"--workdir {synthetic.ws.workdir}" in reexport, reexport
+    remedy = (convert, reexport)[remedy_index]
+    rerun = shell(remedy, cwd=here, env=env)
+    assert rerun.returncode == 0, f"{remedy}\n{rerun.stderr}"
+    assert target.read_bytes() == exported
+    again = synthetic.run("check")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "ok: 2 patches equal a fresh export" in again.stdout

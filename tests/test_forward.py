@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOOL, cli, commit, git
+from conftest import INTERRUPTED, TOOL, cli, commit, git, run_signalled
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report
 from patchseries.forward import Entry, _add_entry, _changelog_hunks, forward_message, forward_series
@@ -320,7 +320,7 @@ def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master
 
 
 def test_forward_refuses_a_merge_in_progress_in_the_checkout(synthetic, master):
-    """Issue 31, row 2: forward reads the checkout's refs, which a merge or rebase in progress has not settled."""
+    """Forward reads the checkout's refs, which a merge or rebase in progress has not settled."""
     git(master, "checkout", "-q", "-b", "other", "1.0")
     commit(master, {"src/fakelib/core.py": "def answer():\n    return 0\n"}, "Other answer")
     subprocess.run(["git", "merge", "-q", "master"], cwd=master, capture_output=True, check=False)  # conflicts
@@ -337,9 +337,7 @@ def test_forward_refuses_a_merge_in_progress_in_the_checkout(synthetic, master):
 
 
 def test_sigterm_while_forwarding_leaves_no_scratch_clone(synthetic, master, tmp_path):
-    """Issue 31, row 9: a SIGTERM during ``forward`` left its scratch clone in the system's temporary folder."""
-    from test_interrupts import INTERRUPTED, run_signalled
-
+    """A SIGTERM during ``forward`` leaves no scratch clone in the system's temporary folder."""
     proc = run_signalled(synthetic, tmp_path, "forward-scratch", "forward", "--checkout", str(master), "--workdir",
                          str(synthetic.ws.workdir))  # fmt: skip
 

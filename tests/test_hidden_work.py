@@ -1,8 +1,8 @@
 """A person's work that `git status` does not show is still theirs: the tool's tree holding it is left as it is.
 
-`git status` hides an edit to a file marked ``git update-index --assume-unchanged`` or ``--skip-worktree``, and an
-untracked file that the person's global gitignore matches. A tree the tool replaced on the next `git pull` of
-patches/ went with that work (found by the hostile pass of issue #31).
+`git status` hides an edit to a file marked ``git update-index --assume-unchanged`` or ``--skip-worktree``, an
+untracked file that the person's global gitignore matches, and one the tree's own ignore rules hide (unless the tool's
+own runs made it). A tree holding such work is refused, never replaced on the next `git pull` of patches/.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_safety import _change_patches, _snapshot
 
-from conftest import cli, git
+from conftest import change_patches, cli, git, one_error, snapshot
+from patchseries.trees import recording
 
 CORE = "src/fakelib/core.py"
 
@@ -23,15 +23,15 @@ def test_an_edit_git_status_is_told_not_to_show_is_refused_and_kept(synthetic, f
     tree = synthetic.ws.trees / "sdist-1.0"
     git(tree, "update-index", flag, CORE)
     (tree / CORE).write_text("def answer():\n    return 42  # my edit, hidden from git status\n")
-    before = _snapshot(tree)
-    _change_patches(synthetic)
+    before = snapshot(tree)
+    change_patches(synthetic.ws.patches)
 
     proc = synthetic.run("apply")
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] == proc.stderr.splitlines()[-1:]
     assert f"is not as the tool built it (1 file marked assume-unchanged or skip-worktree ({CORE}))" in proc.stderr
-    assert _snapshot(tree) == before
+    assert snapshot(tree) == before
 
 
 def test_a_file_the_persons_global_gitignore_hides_is_refused_and_kept(synthetic, tmp_path):
@@ -44,14 +44,14 @@ def test_a_file_the_persons_global_gitignore_hides_is_refused_and_kept(synthetic
     assert cli(*args, env=env).returncode == 0
     tree = synthetic.ws.trees / "sdist-1.0"
     (tree / "notes.local").write_text("mine\n")
-    before = _snapshot(tree)
-    _change_patches(synthetic)
+    before = snapshot(tree)
+    change_patches(synthetic.ws.patches)
 
     proc = cli(*args, env=env)
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "is not as the tool built it (1 uncommitted file (notes.local))" in proc.stderr.splitlines()[-1]
-    assert _snapshot(tree) == before
+    assert snapshot(tree) == before
 
 
 def test_the_persons_global_gitignore_still_applies_to_export(synthetic, tmp_path):
@@ -66,3 +66,34 @@ def test_the_persons_global_gitignore_still_applies_to_export(synthetic, tmp_pat
     proc = cli("export", "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir), env=env)
 
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["build/mine.txt", ".coverage.mine", "src/fakelib/__pycache__/mine.pyc"])
+def test_a_file_the_trees_ignore_rules_hide_is_refused_and_kept(synthetic, name):
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    mine = tree / name
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_text("mine\n")
+    change_patches(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("apply"))
+
+    assert "the tool did not make" in error
+    assert name in error
+    assert mine.read_text() == "mine\n"
+    assert synthetic.run("apply").returncode == 2  # and again: never blessed by a refused run
+
+
+def test_ignored_files_the_tools_own_runs_make_are_the_tools(synthetic):
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    with recording(tree):  # as the main job's stages: installing and testing write ignored files
+        (tree / "build").mkdir()
+        (tree / "build" / "lib.txt").write_text("built\n")
+    change_patches(synthetic.ws.patches)
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 0, proc.stderr
+    assert "building a fresh one" in proc.stderr

@@ -6,35 +6,17 @@ system's temporary folder pointed at an empty folder of the test's, so that what
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+import signal
 
 import pytest
 
-from conftest import Synthetic, commit, git
-from patchseries.interrupts import SIGNAL_AT_ENV
-
-INTERRUPTED = "error: interrupted; re-run the same command to resume from a clean state"
-
-
-def run_signalled(synthetic: Synthetic, tmp_path: Path, stage: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the command line in a fresh interpreter that sends itself SIGTERM at ``stage``."""
-    system_tmp = tmp_path / "system-tmp"
-    system_tmp.mkdir(exist_ok=True)
-    env = {**os.environ, SIGNAL_AT_ENV: stage, "TMPDIR": str(system_tmp)}
-    command = [sys.executable, "-m", "patchseries", *args, "--patches", str(synthetic.ws.patches)]
-    return subprocess.run(command, capture_output=True, text=True, check=False, env=env)
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+from conftest import INTERRUPTED, change_patches, commit, files_of, git, run_signalled
+from patchseries import scratch
 
 
 @pytest.mark.parametrize("stage", ["fetch-download", "fetch-unpacked"])
 def test_sigterm_while_fetching_leaves_no_scratch_folder_and_a_rerun_completes(synthetic, tmp_path, stage):
-    """Issue 31, row 9: ``W/tmp*/`` and a half-made tree or download were left by a SIGTERM during ``fetch``."""
+    """A SIGTERM during ``fetch`` leaves no ``W/tmp*/``, no half-made tree or download."""
     fresh = tmp_path / "fresh"
 
     proc = run_signalled(synthetic, tmp_path, stage, "fetch", "--workdir", str(fresh))
@@ -49,9 +31,9 @@ def test_sigterm_while_fetching_leaves_no_scratch_folder_and_a_rerun_completes(s
 
 
 def test_sigterm_while_exporting_leaves_the_old_series_and_no_staging(synthetic, tmp_path):
-    """Issue 31, row 9: ``patches/export.partial/`` and a scratch clone in the system's temporary folder were left."""
+    """No ``patches/export.partial/`` and no scratch clone in the system's temporary folder are left."""
     commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.0.1'\n"}, "Fix the version")
-    before = _files(synthetic.ws.patches)
+    before = files_of(synthetic.ws.patches)
 
     proc = run_signalled(
         synthetic, tmp_path, "export-staged", "export", "--author", "A U Thor <a@example.com>", "--workdir",
@@ -60,7 +42,7 @@ def test_sigterm_while_exporting_leaves_the_old_series_and_no_staging(synthetic,
 
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.splitlines() == [INTERRUPTED]
-    assert _files(synthetic.ws.patches) == before
+    assert files_of(synthetic.ws.patches) == before
     assert list((tmp_path / "system-tmp").iterdir()) == []
     assert sorted(p.name for p in synthetic.ws.workdir.iterdir()) == ["downloads", "edit", "patchseries.lock"]
 
@@ -77,8 +59,8 @@ def test_sigint_sighup_and_sigterm_are_the_same_interrupt(synthetic, tmp_path, s
 
 
 def test_sigterm_while_recording_the_applied_series_leaves_the_old_tree_whole(synthetic, tmp_path):
-    """Issue 31, row 6: the record of what the tool applied was left empty, and its own commits read as a person's.
-    Now the record is written in one rename into the fresh tree, which then replaces the old one."""
+    """The record of what the tool applied is written in one rename into the fresh tree, which then replaces the old
+    one: never an empty record, under which the tool's own commits would read as a person's."""
     assert synthetic.run("apply").returncode == 0
     tree = synthetic.ws.trees / "sdist-1.0"
     record = tree / ".git" / "patchseries-tree"
@@ -120,7 +102,7 @@ def test_sigkill_at_any_stage_of_a_build_is_cleaned_by_the_next_run(synthetic, t
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
 def test_an_interrupt_between_the_two_renames_puts_the_old_tree_back(synthetic, tmp_path, signame):
-    """Found by the hostile pass: the old tree was left as `<tree>.old` with no tree in place."""
+    """Never the old tree left as `<tree>.old` with no tree in place."""
     assert synthetic.run("apply").returncode == 0
     tree = synthetic.ws.trees / "sdist-1.0"
     head = git(tree, "rev-parse", "series")
@@ -134,3 +116,50 @@ def test_an_interrupt_between_the_two_renames_puts_the_old_tree_back(synthetic, 
     assert proc.returncode == 130, proc.stderr
     assert sorted(path.name for path in synthetic.ws.trees.iterdir()) == ["sdist-1.0"]
     assert git(tree, "rev-parse", "series") == head
+
+
+def test_a_second_interrupt_never_cuts_the_first_ones_clean_up_short(synthetic, tmp_path):
+    stages = "fetch-unpacked:SIGINT,scratch-remove:SIGINT"
+
+    proc = run_signalled(synthetic, tmp_path, stages, "apply", "--workdir", str(synthetic.ws.workdir))
+
+    assert proc.returncode == 130, proc.stderr
+    left = sorted(p.name for p in synthetic.ws.trees.iterdir()) if synthetic.ws.trees.exists() else []
+    assert left == []  # no .partial, .partial.unpack, nor their claims
+
+
+def test_a_signal_after_the_work_is_done_changes_nothing(synthetic, tmp_path):
+    commit(
+        synthetic.tree, {"src/fakelib/core.py": "def answer():\n    return 49\n"}, "Change\n\nUpstream-Status: Pending"
+    )
+
+    proc = run_signalled(synthetic, tmp_path, "command-done", "export", "--workdir", str(synthetic.ws.workdir))
+
+    assert proc.returncode == 0, proc.stderr
+    assert "exported 3 patches" in proc.stdout
+
+
+def test_a_commit_in_the_old_tree_a_killed_replace_left_is_kept(synthetic, tmp_path):
+    assert synthetic.run("apply").returncode == 0
+    change_patches(synthetic.ws.patches)
+    stage = "replace-between-renames:SIGKILL"
+    killed = run_signalled(synthetic, tmp_path, stage, "apply", "--workdir", str(synthetic.ws.workdir))
+    assert killed.returncode == -signal.SIGKILL
+    old = synthetic.ws.trees / "sdist-1.0.old"
+    commit(old, {"src/fakelib/core.py": "def answer():\n    return 50\n"}, "Mine in old")
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 0, proc.stderr
+    assert git(old, "log", "-1", "--format=%s") == "Mine in old"
+
+
+def test_a_sigkill_after_the_final_rename_leaves_no_claim_naming_the_tree(synthetic, tmp_path):
+    killed = run_signalled(
+        synthetic, tmp_path, "scratch-moved:SIGKILL", "apply", "--workdir", str(synthetic.ws.workdir)
+    )
+    assert killed.returncode == -signal.SIGKILL
+
+    assert (synthetic.ws.trees / "sdist-1.0").is_dir()
+    assert not (synthetic.ws.trees / f"sdist-1.0.partial{scratch.SUFFIX}").exists()
+    assert synthetic.run("apply").returncode == 0

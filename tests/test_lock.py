@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import cli, commit, git
+from conftest import cli, commit, git, one_error
 from patchseries.errors import SeriesError
 from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.lock import LOCK_NAME, workdir_lock
@@ -53,8 +53,8 @@ def test_lock_names_its_holder_and_is_exclusive(tmp_path):
 
 @pytest.mark.parametrize("second", ["export", "forward"])
 def test_two_exports_into_one_series_folder_from_two_work_directories_do_not_interleave(synthetic, tmp_path, second):
-    """Issue 31, row 5: two ``export --drop-missing`` runs at once, from one tree into one ``patches/`` with two
-    ``--workdir``s, both exited 0 and left a series of 4 patches from a 10-commit branch; ``patches/`` had no lock.
+    """Two ``export --drop-missing`` runs at once, from one tree into one ``patches/`` with two ``--workdir``s: the
+    ``patches/`` lock keeps them from leaving a mixed series.
 
     The first run stops itself (SIGSTOP) once its export is staged, holding its locks; the second runs meanwhile.
     """
@@ -87,3 +87,27 @@ def test_two_exports_into_one_series_folder_from_two_work_directories_do_not_int
     assert out.startswith("exported 5 patches")
     assert len(read_series(synthetic.ws.series_file)) == 5
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 5
+
+
+def test_a_link_at_the_locks_path_never_has_its_target_truncated(synthetic, tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("precious\n")
+    synthetic.ws.workdir.mkdir(parents=True, exist_ok=True)
+    (synthetic.ws.workdir / "patchseries.lock").symlink_to(target)
+
+    error = one_error(synthetic.run("apply"))
+
+    assert "is a link, not the tool's lock file" in error
+    assert target.read_text() == "precious\n"
+
+
+def test_a_fifo_at_the_locks_path_is_named(synthetic):
+    synthetic.ws.workdir.mkdir(parents=True, exist_ok=True)
+    lock = synthetic.ws.workdir / "patchseries.lock"
+    os.mkfifo(lock)
+
+    error = one_error(synthetic.run("fetch"))
+
+    assert f"{lock} is not a file" in error
+    lock.unlink()  # the remedy
+    assert synthetic.run("fetch").returncode == 0

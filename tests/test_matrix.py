@@ -268,7 +268,7 @@ def test_a_saved_row_is_checked_field_by_field():
 
 
 def test_a_saved_matrix_without_rows_never_replaces_a_page_table(synthetic, tmp_path, capsys):
-    """Issue 31, row 8: a saved matrix with no rows rendered an empty table over the page's complete one (exit 0)."""
+    """A saved matrix with no rows never renders an empty table over the page's complete one."""
     page = tmp_path / "compatibility.md"
     page.write_text(f"intro\n{TABLE_START}\n| torch | ... |\n| 2.13.0 | ok |\n{TABLE_END}\nend\n")
     before = page.read_bytes()
@@ -300,3 +300,22 @@ def test_a_saved_matrix_without_test_results_never_replaces_a_page_table(synthet
     ]
     assert page.read_bytes() == before
     assert not (synthetic.ws.reports / "matrix").exists()
+
+
+def test_write_docs_through_a_link_writes_the_page_it_names(synthetic, tmp_path, capsys):
+    page = tmp_path / "page.md"
+    page.write_text(f"intro\n{TABLE_START}\nold\n{TABLE_END}\nend\n")
+    link = tmp_path / "link.md"
+    link.symlink_to(page)
+    saved = tmp_path / "matrix.json"
+    row = Row("2.13.0", before={"t": "1 failed"}, after={"t": "1 passed"}, compile={"with": {"graphs": 2}})
+    saved.write_text(to_json([row]))
+
+    status = main(["matrix", "--from-json", str(saved), "--write-docs", str(link), "--patches",
+                   str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir)])  # fmt: skip
+
+    assert status == 0
+    assert link.is_symlink()
+    assert "old" not in page.read_text()
+    assert matrix.TABLE_START in page.read_text()
+    assert str(page) in capsys.readouterr().out.splitlines()[-1]

@@ -48,7 +48,7 @@ def test_installed_copy_outside_a_project_refuses_clearly(tmp_path):
 
 
 def test_a_file_that_cannot_be_removed_is_named_by_its_full_path(tmp_path, monkeypatch):
-    """Found by the hostile pass of issue #31: an immutable file in an old tree was named `__init__.py` alone."""
+    """An immutable file in an old tree is named by its full path, not `__init__.py` alone."""
     folder = tmp_path / "old-tree" / "src"
     folder.mkdir(parents=True)
     (folder / "__init__.py").write_text("")

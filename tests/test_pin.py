@@ -38,3 +38,10 @@ def test_a_bad_wheels_table_is_refused_by_every_command_that_reads_the_pin(synth
         f"error: pin file {synthetic.ws.pin_file}: [wheels] series_version is not a positive integer (such as 7): 0"
     )
     assert files_of(synthetic.ws.patches.parent) == before
+
+
+def test_a_pin_file_with_a_byte_order_mark_is_read(synthetic):
+    synthetic.ws.pin_file.write_bytes(b"\xef\xbb\xbf" + synthetic.ws.pin_file.read_bytes())
+
+    assert synthetic.run("fetch").returncode == 0
+    assert synthetic.run("check").returncode == 0

@@ -10,39 +10,40 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from conftest import cli, commit, git
+from conftest import (
+    RELEASE_FILES,
+    TOOL,
+    Synthetic,
+    between,
+    change_patches,
+    cli,
+    commit,
+    files_of,
+    git,
+    make_sdist,
+    one_error,
+    shell,
+    snapshot,
+    without_the_tool,
+    write_pin,
+)
 from patchseries import scratch
+from patchseries.export import export_series
+from patchseries.interrupts import SIGNAL_AT_ENV
+from patchseries.paths import Workspace
 
 CORE = "src/fakelib/core.py"
-
-
-def _change_patches(synthetic, new_subject="Add the CHANGELOG entry"):
-    """What a `git pull` that brings a changed patch does to patches/."""
-    second = sorted(synthetic.ws.patches.glob("*.patch"))[1]
-    text = second.read_text()
-    old_subject = text.split("Subject: [PATCH] ", 1)[1].splitlines()[0]
-    second.write_text(text.replace(f"Subject: [PATCH] {old_subject}", f"Subject: [PATCH] {new_subject}"))
-
-
-def _snapshot(folder: Path) -> dict[str, str]:
-    """Every file and link under ``folder`` (``.git`` included) with a digest of its content or target."""
-    found: dict[str, str] = {}
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = Path(root) / name
-            key = str(path.relative_to(folder))
-            if path.is_symlink():
-                found[key] = f"-> {os.readlink(path)}"
-            elif path.is_file():
-                found[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
+DOCS = "docs/index.rst"
 
 
 def _edit(tree: Path) -> None:
@@ -126,8 +127,8 @@ def test_a_tree_the_tool_cannot_show_it_built_unchanged_is_refused_and_left_byte
     tree = synthetic.ws.trees / "sdist-1.0"
     make, why = CHANGES[change]
     make(tree)
-    before = _snapshot(tree)
-    _change_patches(synthetic)
+    before = snapshot(tree)
+    change_patches(synthetic.ws.patches)
 
     proc = synthetic.run("apply")
 
@@ -138,7 +139,7 @@ def test_a_tree_the_tool_cannot_show_it_built_unchanged_is_refused_and_left_byte
     assert errors[0].startswith(f"error: {tree} is not as the tool built it ("), errors[0]
     assert why in errors[0]
     assert "nothing was changed" in errors[0]
-    assert _snapshot(tree) == before
+    assert snapshot(tree) == before
     assert sorted(path.name for path in synthetic.ws.trees.iterdir()) == ["sdist-1.0"]  # nothing half-made beside
 
 
@@ -148,7 +149,7 @@ def test_an_unchanged_tree_is_reused_for_the_same_series_and_replaced_for_anothe
     head = git(tree, "rev-parse", "series")
 
     again = synthetic.run("apply")
-    _change_patches(synthetic)
+    change_patches(synthetic.ws.patches)
     replaced = synthetic.run("apply")
 
     assert "reusing it" in again.stderr
@@ -165,7 +166,7 @@ def test_the_tools_base_worktree_with_an_edit_is_refused(synthetic):
     beside = synthetic.ws.trees / "sdist-1.0-base"
     git(tree, "worktree", "add", "-q", "--detach", str(beside), "base")
     _edit(beside)
-    _change_patches(synthetic)
+    change_patches(synthetic.ws.patches)
 
     proc = synthetic.run("apply")
 
@@ -193,7 +194,7 @@ def test_a_tree_left_by_an_older_version_is_replaced_only_while_unchanged(synthe
 def test_the_edit_tree_is_the_persons_and_never_written_again(synthetic):
     """`edit` makes a tree once; `apply`, `test` and `edit` itself never write it; `export` reads it."""
     _edit(synthetic.tree)
-    before = _snapshot(synthetic.tree)
+    before = snapshot(synthetic.tree)
 
     again = synthetic.run("edit")
     applied = synthetic.run("apply")
@@ -201,7 +202,7 @@ def test_the_edit_tree_is_the_persons_and_never_written_again(synthetic):
     assert again.returncode == 2
     assert again.stderr.splitlines()[-1].startswith(f"error: {synthetic.tree} exists, and it is yours")
     assert applied.returncode == 0, applied.stderr
-    assert _snapshot(synthetic.tree) == before
+    assert snapshot(synthetic.tree) == before
 
 
 def test_export_reads_the_branch_even_where_a_tag_has_its_name(synthetic):
@@ -233,13 +234,13 @@ def test_export_refuses_uncommitted_staged_and_untracked_changes(synthetic):
 
 
 def test_a_broken_tree_never_makes_git_write_the_checkout_around_it(synthetic, tmp_path):
-    """Issue 31, row 7: git must not fall through to a repository above the tree (the project's own checkout)."""
+    """Git must not fall through to a repository above the tree (the project's own checkout)."""
     assert synthetic.run("apply").returncode == 0
     git(tmp_path, "init", "-q")  # the folder around patches/ and the work directory is a checkout, as the project is
     git(tmp_path, "commit", "-q", "--allow-empty", "-m", "the person's checkout")
     before = git(tmp_path, "for-each-ref")
     _head_emptied(synthetic.ws.trees / "sdist-1.0")
-    _change_patches(synthetic)
+    change_patches(synthetic.ws.patches)
 
     proc = synthetic.run("apply")
 
@@ -261,7 +262,7 @@ def test_git_variables_of_the_callers_shell_never_point_the_tool_at_another_repo
     (other / "README").write_text("mine, edited\n")
     refs = git(other, "for-each-ref")
     assert synthetic.run("apply").returncode == 0
-    _change_patches(synthetic)
+    change_patches(synthetic.ws.patches)
     monkeypatch.setenv("GIT_DIR", str(other / ".git"))
     monkeypatch.setenv("GIT_WORK_TREE", str(other))
 
@@ -310,30 +311,30 @@ def _edit_the_harness(tree: Path) -> None:
     "make", [_hide_with_exclude, _edit_an_acceptance_copy, _edit_the_harness], ids=lambda make: make.__name__[1:]
 )
 def test_work_hidden_by_the_trees_own_excludes_is_refused_and_left(synthetic, make):
-    """Found by the hostile pass: a file hidden by a line of `.git/info/exclude`, or a changed acceptance copy or
-    harness file (which the tool excludes), is invisible to `git status`, and went with the replaced tree."""
+    """A file hidden by a line of `.git/info/exclude`, or a changed acceptance copy or harness file (which the tool
+    excludes), is invisible to `git status`: the tree holding it is not replaced."""
     assert synthetic.run("apply").returncode == 0
     tree = synthetic.ws.trees / "sdist-1.0"
     make(tree)
-    before = _snapshot(tree)
-    _change_patches(synthetic)
+    before = snapshot(tree)
+    change_patches(synthetic.ws.patches)
 
     proc = synthetic.run("apply")
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "the tool did not make" in proc.stderr.splitlines()[-1]
-    assert _snapshot(tree) == before
+    assert snapshot(tree) == before
 
 
 def test_a_commit_in_the_tools_base_worktree_is_refused_and_kept(synthetic):
-    """Found by the second hostile pass: a commit on the tool's detached `-base` worktree went with the worktree."""
+    """A commit on the tool's detached `-base` worktree never goes with the worktree."""
     assert synthetic.run("apply").returncode == 0
     tree = synthetic.ws.trees / "sdist-1.0"
     beside = synthetic.ws.trees / "sdist-1.0-base"
     git(tree, "worktree", "add", "-q", "--detach", str(beside), "base")
     commit(beside, {CORE: "def answer():\n    return 42  # committed beside\n"}, "My work beside")
     mine = git(beside, "rev-parse", "HEAD")
-    _change_patches(synthetic)
+    change_patches(synthetic.ws.patches)
 
     proc = synthetic.run("apply")
 
@@ -353,19 +354,19 @@ def test_a_commit_in_the_tools_base_worktree_is_refused_and_kept(synthetic):
     ],
 )
 def test_a_persons_folder_under_one_of_the_tools_scratch_names_is_kept(synthetic, command, scratch, needed):
-    """Left by issue #31: a person who moved a refused tree to ``<tree>.old`` lost it to the next run. A run that
-    needs the name stops, naming it; one that does not leaves it."""
+    """A person's tree moved to ``<tree>.old`` is theirs: a run that needs the name stops, naming it; one that does not
+    leaves it."""
     assert synthetic.run("apply").returncode == 0
     folder = (synthetic.ws.trees if command == "apply" else synthetic.tree.parent) / scratch
     folder.mkdir()
     (folder / "mine.py").write_text("a person's work\n")
     if command == "edit":
         shutil.rmtree(synthetic.tree)  # so that `edit` makes a tree again, beside the person's folder
-    _change_patches(synthetic)
+    change_patches(synthetic.ws.patches)
 
     proc = synthetic.run(command)
 
-    assert _snapshot(folder) == {"mine.py": hashlib.sha256(b"a person's work\n").hexdigest()}
+    assert snapshot(folder) == {"mine.py": hashlib.sha256(b"a person's work\n").hexdigest()}
     if not needed:
         assert proc.returncode == 0, proc.stderr
         return
@@ -385,10 +386,290 @@ def test_a_claim_left_by_a_killed_run_never_removes_a_folder_moved_there_later(s
     refused.mkdir()
     (refused / "mine.py").write_text("a person's work\n")
     refused.rename(old)
-    _change_patches(synthetic)
+    change_patches(synthetic.ws.patches)
 
     proc = synthetic.run("apply")
 
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[-1].startswith(f"error: {old} is in the way")
     assert (old / "mine.py").read_text() == "a person's work\n"
+
+
+def _subjects(patches: Path) -> list[str]:
+    return [
+        next(line for line in p.read_text().splitlines() if line.startswith("Subject: "))
+        for p in sorted(patches.glob("*.patch"))
+    ]
+
+
+def _pull_a_changed_series(patches: Path) -> None:
+    """A changed series, committed in patches/ as a pull leaves it."""
+    change_patches(patches)
+    for step in (("init", "-q"), ("add", "-A"), ("commit", "-q", "-m", "Pulled")):
+        git(patches, *step)
+
+
+def test_apply_refusals_remedies_run_as_written_from_any_directory(synthetic):
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    commit(tree, {CORE: "def answer():\n    return 48\n"}, "Mine\n\nUpstream-Status: Pending")
+    _pull_a_changed_series(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("apply"))
+
+    move = error.split("(mv ", 1)[1].split(")", 1)[0]
+    subprocess.run(["mv", *shlex.split(move)], check=True)
+    command = between(error, f"{TOOL} export")
+    assert shlex.split(command)[:3] == [sys.executable, "-m", "patchseries"], command
+    exported = shell(command, cwd=Path("/"))
+    assert exported.returncode == 0, exported.stderr
+    assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
+    assert synthetic.run("apply").returncode == 0
+
+
+def test_a_remedy_naming_a_path_with_a_space_runs_as_written(synthetic, tmp_path):
+    spaced = tmp_path / "my work's dir"
+    shutil.copytree(synthetic.ws.patches, spaced / "patches")
+    args = ("--patches", str(spaced / "patches"), "--workdir", str(spaced / "work dir"))
+    assert cli("apply", *args).returncode == 0
+    tree = spaced / "work dir" / "trees" / "sdist-1.0"
+    commit(tree, {CORE: "def answer():\n    return 51\n"}, "Mine\n\nUpstream-Status: Pending")
+    _pull_a_changed_series(spaced / "patches")
+
+    error = one_error(cli("apply", *args))
+
+    assert shell(between(error, "mv ")).returncode == 0
+    exported = shell(between(error, f"{TOOL} export"))
+    assert exported.returncode == 0, exported.stderr
+    assert git(tree.with_name("sdist-1.0.mine"), "log", "-1", "--format=%s") == "Mine"
+    assert len(list((spaced / "patches").glob("*.patch"))) == 3
+
+
+def test_a_second_refusals_move_names_a_free_folder(synthetic):
+    trees = synthetic.ws.trees
+    tree = trees / "sdist-1.0"
+    assert synthetic.run("apply").returncode == 0
+    commit(tree, {CORE: "def answer():\n    return 51\n"}, "Mine, first\n\nUpstream-Status: Pending")
+    first = one_error(synthetic.run("apply"))
+    assert shell(between(first, "mv ")).returncode == 0
+    assert synthetic.run("apply").returncode == 0  # a fresh tree
+    commit(tree, {CORE: "def answer():\n    return 52\n"}, "Mine, second\n\nUpstream-Status: Pending")
+
+    second = one_error(synthetic.run("apply"))
+
+    assert f"{tree}.mine-2" in second
+    assert shell(between(second, "mv ")).returncode == 0
+    assert git(tree.with_name("sdist-1.0.mine"), "log", "-1", "--format=%s") == "Mine, first"
+    assert git(tree.with_name("sdist-1.0.mine-2"), "log", "-1", "--format=%s") == "Mine, second"
+    exported = shell(between(second, f"{TOOL} export"))
+    assert exported.returncode == 0, exported.stderr
+    assert _subjects(synthetic.ws.patches)[-1] == "Subject: [PATCH] Mine, second"
+
+
+def test_a_printed_remedy_runs_in_a_shell_whose_python_is_not_the_tools(synthetic, tmp_path):
+    env, here = without_the_tool(tmp_path)
+    tree = synthetic.ws.trees / "sdist-1.0"
+    assert synthetic.run("apply").returncode == 0
+    commit(tree, {CORE: "def answer():\n    return 51\n"}, "Mine\n\nUpstream-Status: Pending")
+
+    error = one_error(synthetic.run("apply"))
+
+    moved = shell(between(error, "mv "), cwd=here, env=env)
+    assert moved.returncode == 0, moved.stderr
+    export = error.split("export your commits from there (", 1)[1].split(")", 1)[0]
+    exported = shell(export, cwd=here, env=env)
+    assert exported.returncode == 0, f"{export}\n{exported.stderr}"
+    assert _subjects(synthetic.ws.patches)[-1] == "Subject: [PATCH] Mine"
+    # an option's refusal names the help as a command too
+    refused = cli("apply", "--patches", str(synthetic.ws.patches), "--workdir", "")
+    helped = shell(one_error(refused).split("; see ", 1)[1], cwd=here, env=env)
+    assert helped.returncode == 0, helped.stderr
+    assert "--checkout" in helped.stdout
+
+
+@pytest.fixture
+def upstream_synthetic(tmp_path: Path) -> Synthetic:
+    """A synthetic release whose series changes a file its sdist lacks (``docs/``), as Lightning's does: the pin's
+    ``git_url`` is an upstream repository with that file at the tag, where the series was made."""
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    git(upstream, "init", "-q")
+    commit(upstream, {**RELEASE_FILES, DOCS: "Fakelib\n"}, "release")
+    git(upstream, "tag", "1.0")
+    sdist = make_sdist(tmp_path, RELEASE_FILES)
+    ws_patches, workdir = tmp_path / "patches", tmp_path / "work"
+    write_pin(ws_patches, sdist, git_url=str(upstream))
+    git(upstream, "checkout", "-q", "-b", "base")
+    git(upstream, "checkout", "-q", "-b", "series")
+    commit(upstream, {CORE: "def answer():\n    return 42\n"}, "Fix the answer\n\nUpstream-Status: Pending")
+    commit(upstream, {CORE: 'def answer():\n    """The answer."""\n    return 42\n', DOCS: "Fakelib\n\nanswer()\n"},
+           "Document the answer\n\nUpstream-Status: Pending")  # fmt: skip
+    export_series(upstream, ws_patches, branch="series")
+    return Synthetic(ws=Workspace(patches=ws_patches, workdir=workdir), sdist=sdist, tree=upstream)
+
+
+def test_the_sdist_trees_remedy_carries_the_persons_commits_without_dropping_hunks(upstream_synthetic):
+    synthetic = upstream_synthetic
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    commit(tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Mine\n\nUpstream-Status: Pending")
+    before = files_of(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("apply"))
+
+    assert files_of(synthetic.ws.patches) == before
+    assert shell(between(error, "mv ")).returncode == 0
+    carried = shell(between(error, f"{TOOL} edit"))
+    assert carried.returncode == 0, carried.stdout + carried.stderr
+    assert _subjects(synthetic.ws.patches) == [
+        "Subject: [PATCH] Fix the answer", "Subject: [PATCH] Document the answer", "Subject: [PATCH] Mine",
+    ]  # fmt: skip
+    assert {n: b for n, b in files_of(synthetic.ws.patches).items() if n.startswith(("0001", "0002"))} == {
+        n: b for n, b in before.items() if n.startswith(("0001", "0002"))
+    }  # the docs hunk the sdist lacks is kept
+    assert git(tree.with_name("sdist-1.0.mine"), "log", "-1", "--format=%s") == "Mine"
+
+
+def test_the_remedies_of_edit_over_an_existing_tree_run_as_written(synthetic: Synthetic):
+    commit(synthetic.tree, {CORE: "def answer():\n    return 53\n"}, "Change\n\nUpstream-Status: Pending")
+
+    error = one_error(synthetic.run("edit"))
+
+    exported = shell(between(error, f"{TOOL} export"))
+    assert exported.returncode == 0, exported.stderr
+    assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
+    assert shell(between(error, "mv ")).returncode == 0
+    assert synthetic.run("edit").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "variable", ["GIT_TEMPLATE_DIR", "GIT_DEFAULT_HASH", "GIT_DIFF_OPTS", "GIT_DIR", "GIT_INDEX_FILE"]
+)
+def test_the_callers_git_variables_never_change_what_the_tool_makes(synthetic, tmp_path, variable):
+    template = tmp_path / "template"
+    (template / "hooks").mkdir(parents=True)
+    ran = tmp_path / "hook-ran"
+    (template / "hooks" / "post-commit").write_text(f"#!/bin/sh\ntouch {ran}\n")
+    (template / "hooks" / "post-commit").chmod(0o755)
+    (template / "config").write_text("[format]\n\tsignOff = true\n")
+    value = {
+        "GIT_TEMPLATE_DIR": str(template), "GIT_DEFAULT_HASH": "sha256", "GIT_DIFF_OPTS": "--unified=9",
+        "GIT_DIR": str(tmp_path / "nowhere" / ".git"), "GIT_INDEX_FILE": str(tmp_path / "index"),
+    }[variable]  # fmt: skip
+    env = {**os.environ, variable: value}
+    options = ("--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir))
+    before = files_of(synthetic.ws.patches)
+
+    applied = cli("apply", *options, env=env)
+    exported = cli("export", *options, env=env)
+    checked = cli("check", *options, env=env)
+
+    assert applied.returncode == 0, applied.stderr
+    assert exported.returncode == 0, exported.stderr
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert files_of(synthetic.ws.patches) == before
+    assert not ran.exists()
+    assert not (synthetic.ws.trees / "sdist-1.0" / ".git" / "hooks" / "post-commit").exists()
+
+
+@pytest.mark.parametrize("leave", ["reset", "checkout"])
+def test_a_commit_only_in_a_tool_trees_reflog_is_kept(synthetic, leave):
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    if leave == "checkout":
+        git(tree, "checkout", "-q", "--detach")
+    commit(tree, {CORE: "def answer():\n    return 52\n"}, "Mine, then left")
+    mine = git(tree, "rev-parse", "HEAD")
+    git(tree, *(["reset", "-q", "--hard", "HEAD~1"] if leave == "reset" else ["checkout", "-q", "series"]))
+    change_patches(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("apply"))
+
+    assert "commit(s) only in its reflog" in error
+    assert git(tree, "cat-file", "-t", mine) == "commit"
+
+
+def test_a_tree_cloned_at_a_pinned_commit_is_reused(synthetic, upstream_clone, tmp_path):
+    """The clone's own HEAD (upstream's newer commit) is no commit of the tree's: its reflog is not a person's."""
+    pinned = git(upstream_clone, "rev-parse", "HEAD")
+    commit(upstream_clone, {"README": "newer\n"}, "Newer upstream commit")
+    forward = tmp_path / "forward"
+    forward.mkdir()
+    pin = f'[base]\nname = "fakelib"\nversion = "master"\ngit_url = "{upstream_clone}"\ncommit = "{pinned}"\n'
+    (forward / "base.toml").write_text(pin)
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    shutil.copy(first, forward / first.name)
+    (forward / "series").write_text(f"{first.name}\n")
+    options = ("--git", "--patches", str(forward), "--workdir", str(synthetic.ws.workdir))
+
+    assert cli("apply", *options).returncode == 0
+    again = cli("apply", *options)
+
+    assert again.returncode == 0, again.stderr
+    assert "reusing it" in again.stderr
+
+
+def test_a_persons_folder_reusing_a_killed_unpacks_inode_is_kept(synthetic, tmp_path):
+    fresh = tmp_path / "fresh"
+    env = {**os.environ, SIGNAL_AT_ENV: "fetch-unpacked:SIGKILL"}
+    command = [sys.executable, "-m", "patchseries", "apply", "--patches", str(synthetic.ws.patches)]
+    killed = subprocess.run([*command, "--workdir", str(fresh)], env=env, capture_output=True, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    unpack = fresh / "trees" / "sdist-1.0.partial.unpack"
+    claim = unpack.with_name(unpack.name + scratch.SUFFIX)
+    token = claim.read_text().splitlines()[1].split(" ", 1)[1]
+    shutil.rmtree(unpack)
+    unpack.mkdir()  # a person's folder, which the kernel may give the freed inode: say it did
+    (unpack / "mine.txt").write_text("mine\n")
+    status = os.lstat(unpack)
+    claim.write_text(f"{scratch.HEADER}{status.st_dev}:{status.st_ino} {token}\n")
+
+    subprocess.run([*command, "--workdir", str(fresh)], capture_output=True, check=False)
+
+    assert (unpack / "mine.txt").read_text() == "mine\n"
+
+
+def test_a_persons_folder_at_the_downloads_partial_name_is_kept(synthetic, tmp_path):
+    fresh = tmp_path / "fresh"
+    mine = fresh / "downloads" / f"{synthetic.sdist.name}.partial"
+    mine.mkdir(parents=True)
+    (mine / "mine.txt").write_text("mine\n")
+
+    error = one_error(cli("fetch", "--patches", str(synthetic.ws.patches), "--workdir", str(fresh)))
+
+    assert f"{mine} is in the way" in error
+    assert (mine / "mine.txt").read_text() == "mine\n"
+
+
+def test_a_persons_folder_at_export_partial_is_kept(synthetic):
+    mine = synthetic.ws.patches / "export.partial"
+    mine.mkdir()
+    (mine / "mine.txt").write_text("mine\n")
+
+    error = one_error(synthetic.run("export"))
+
+    assert f"{mine} is in the way" in error
+    assert (mine / "mine.txt").read_text() == "mine\n"
+
+
+def test_a_file_at_a_claims_partial_name_is_kept(synthetic):
+    synthetic.ws.trees.mkdir(parents=True, exist_ok=True)
+    mine = synthetic.ws.trees / f"sdist-1.0.partial{scratch.SUFFIX}.partial"
+    mine.write_text("mine\n")
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 0, proc.stderr
+    assert mine.read_text() == "mine\n"
+
+
+def test_a_persons_folder_at_old_with_no_tree_yet_is_kept_and_the_run_succeeds(synthetic):
+    old = synthetic.ws.trees / "sdist-1.0.old"
+    old.mkdir(parents=True)
+    (old / "mine.txt").write_text("mine\n")
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == 0, proc.stderr
+    assert (old / "mine.txt").read_text() == "mine\n"
+    assert (synthetic.ws.trees / "sdist-1.0" / ".git").is_dir()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import commit, git
+from conftest import commit, git, one_error
 from patchseries.errors import SeriesError
 from patchseries.series import diff_paths, file_sections, fingerprint, hunks, parse_patch, read_series, section_path
 
@@ -19,7 +19,7 @@ def test_reads_series_in_order_with_changes_and_trailers(synthetic):
 
 
 def test_a_byte_order_mark_before_the_first_name_is_not_part_of_it(synthetic):
-    """Left by issue #31: a BOM some editors write gave an error naming an invisible character."""
+    """A BOM some editors write is no part of the first name (no error naming an invisible character)."""
     series = synthetic.ws.series_file
     series.write_bytes(b"\xef\xbb\xbf" + series.read_bytes())
 
@@ -75,8 +75,7 @@ def test_patch_listed_twice_is_refused(synthetic):
 @pytest.mark.parametrize("spelling", ["./{name}", "{name}/", "../patches/{name}", ".//{name}", "sub/../{name}"])
 @pytest.mark.parametrize("command", ["apply", "status", "check"])
 def test_patch_listed_twice_in_another_spelling_is_refused(synthetic, spelling, command):
-    """Issue 31, row 4: ``./0001-x.patch`` beside ``0001-x.patch`` was not detected (apply failed on 0001's own hunks,
-    status listed it twice)."""
+    """``./0001-x.patch`` beside ``0001-x.patch`` is the same patch listed twice."""
     first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
     (synthetic.ws.patches / "sub").mkdir()
     other = spelling.format(name=first.name)
@@ -168,3 +167,41 @@ def test_hunks_are_as_long_as_their_headers_say():
         [(" ", 3, "a = 1"), ("-", 4, "- "), ("+", 4, "++ x"), ("+", 5, "b")],
         [("-", 10, "gone")],
     ]
+
+
+def test_a_series_line_spelled_with_dot_slash_is_the_patch_it_names(synthetic):
+    series = synthetic.ws.patches / "series"
+    names = [line for line in series.read_text().splitlines() if line.endswith(".patch")]
+    series.write_text("".join(f"./{name}\n" for name in names))
+    git(synthetic.tree, "commit", "-q", "--amend", "-m", "Add a CHANGELOG entry\n\nUpstream-Status: Accepted")
+
+    proc = synthetic.run("export")
+
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in series.read_text().splitlines() if line.endswith(".patch")] == names
+    assert synthetic.run("apply").returncode == 0
+
+
+def test_a_control_character_in_a_series_line_is_one_error_line(synthetic):
+    series = synthetic.ws.patches / "series"
+    series.write_bytes(series.read_bytes() + b"0003\x00x.patch\n")
+
+    for command in ("status", "check", "apply"):
+        assert "is not a file name: '0003\\x00x.patch'" in one_error(synthetic.run(command))
+
+
+def test_a_series_line_naming_a_folder_says_it_is_not_a_file(synthetic):
+    (synthetic.ws.patches / "sub").mkdir()
+    series = synthetic.ws.patches / "series"
+    series.write_text(series.read_text() + "sub\n")
+
+    assert f"{synthetic.ws.patches / 'sub'} is not a file" in one_error(synthetic.run("status"))
+
+
+def test_a_patch_file_holding_two_patches_is_refused(synthetic):
+    first, second = sorted(synthetic.ws.patches.glob("*.patch"))
+    first.write_text(first.read_text() + second.read_text())
+    (synthetic.ws.patches / "series").write_text(f"{first.name}\n")
+
+    for command in ("status", "apply"):
+        assert f"{first.name} holds 2 patches" in one_error(synthetic.run(command))

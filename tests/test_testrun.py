@@ -130,7 +130,7 @@ def test_pytest_output_has_no_colour_codes_when_it_is_not_a_terminal(tmp_path, c
 
 
 def test_a_pytest_usage_error_is_bad_input_not_a_failed_test(synthetic, tmp_path, monkeypatch, capsys):
-    """Issue 31, row 14: ``test -- --bogus-pytest-flag`` said "result: FAILED" (exit 1); it is exit 2, one line."""
+    """``test -- --bogus-pytest-flag`` is bad input (exit 2, one line), not "result: FAILED" (exit 1)."""
     # the interpreter running this suite has pytest and pytest-cov: it stands in for the torch environment
     monkeypatch.setattr(pipeline, "ensure_environment", lambda *args, **kwargs: Environment(Path(sys.prefix), "x"))
 
