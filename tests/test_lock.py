@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from conftest import cli, commit, git, one_error
+from patchseries import scratch
 from patchseries.errors import SeriesError
 from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.lock import LOCK_NAME, workdir_lock
@@ -93,21 +94,34 @@ def test_a_link_at_the_locks_path_never_has_its_target_truncated(synthetic, tmp_
     target = tmp_path / "precious.txt"
     target.write_text("precious\n")
     synthetic.ws.workdir.mkdir(parents=True, exist_ok=True)
-    (synthetic.ws.workdir / "patchseries.lock").symlink_to(target)
+    (synthetic.ws.workdir / LOCK_NAME).symlink_to(target)
 
     error = one_error(synthetic.run("apply"))
 
-    assert "is a link, not the tool's lock file" in error
+    assert str(synthetic.ws.workdir / LOCK_NAME) in error
     assert target.read_text() == "precious\n"
 
 
-def test_a_fifo_at_the_locks_path_is_named(synthetic):
-    synthetic.ws.workdir.mkdir(parents=True, exist_ok=True)
-    lock = synthetic.ws.workdir / "patchseries.lock"
-    os.mkfifo(lock)
+def test_a_killed_runs_lock_and_scratch_never_refuse_the_next_run(synthetic, tmp_path):
+    """The kernel drops a killed run's lock; what it left in ``<workdir>/tmp`` goes with the next run."""
+    env = {**os.environ, SIGNAL_AT_ENV: "fetch-unpacked:SIGKILL"}
+    options = ["--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir)]
+    killed = subprocess.run([sys.executable, "-m", "patchseries", "fetch", *options], env=env, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    leftover = synthetic.ws.scratch / "run-killed"  # as a killed run's scratch folder is left
+    leftover.mkdir(parents=True)
+    (leftover / "half-built").write_text("left by a killed run\n")
 
-    error = one_error(synthetic.run("fetch"))
+    proc = cli("fetch", *options)
 
-    assert f"{lock} is not a file" in error
-    lock.unlink()  # the remedy
-    assert synthetic.run("fetch").returncode == 0
+    assert proc.returncode == 0, proc.stderr
+    assert not synthetic.ws.scratch.exists()
+
+
+def test_a_scratch_folder_is_fresh_under_the_work_directory_and_goes_on_leaving(tmp_path):
+    with scratch.directory(tmp_path / "work") as first, scratch.directory(tmp_path / "work") as second:
+        assert first.parent == second.parent == tmp_path / "work" / "tmp"
+        assert first != second
+        (first / "built").write_text("x")
+    assert not first.exists()
+    assert not second.exists()

@@ -7,12 +7,10 @@ patches/ (a `git pull`) and runs `apply`: one `error:` line that names the tree,
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -37,9 +35,7 @@ from conftest import (
     without_the_tool,
     write_pin,
 )
-from patchseries import scratch
 from patchseries.export import export_series
-from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.paths import Workspace
 
 CORE = "src/fakelib/core.py"
@@ -343,58 +339,6 @@ def test_a_commit_in_the_tools_base_worktree_is_refused_and_kept(synthetic):
     assert git(beside, "rev-parse", "HEAD") == mine
 
 
-@pytest.mark.parametrize(
-    ("command", "scratch", "needed"),
-    [
-        ("apply", "sdist-1.0.old", True),  # the old tree is renamed there: the series changed
-        ("apply", "sdist-1.0.partial", True),
-        ("apply", "sdist-1.0.partial.unpack", True),
-        ("edit", "sdist-1.0.partial", True),
-        ("edit", "sdist-1.0.old", False),  # `edit` never replaces a tree
-    ],
-)
-def test_a_persons_folder_under_one_of_the_tools_scratch_names_is_kept(synthetic, command, scratch, needed):
-    """A person's tree moved to ``<tree>.old`` is theirs: a run that needs the name stops, naming it; one that does not
-    leaves it."""
-    assert synthetic.run("apply").returncode == 0
-    folder = (synthetic.ws.trees if command == "apply" else synthetic.tree.parent) / scratch
-    folder.mkdir()
-    (folder / "mine.py").write_text("a person's work\n")
-    if command == "edit":
-        shutil.rmtree(synthetic.tree)  # so that `edit` makes a tree again, beside the person's folder
-    change_patches(synthetic.ws.patches)
-
-    proc = synthetic.run(command)
-
-    assert snapshot(folder) == {"mine.py": hashlib.sha256(b"a person's work\n").hexdigest()}
-    if not needed:
-        assert proc.returncode == 0, proc.stderr
-        return
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.splitlines()[-1] == (
-        f"error: {folder} is in the way: the tool works under that name and did not make what is there, which may be"
-        " yours; move it away and re-run; nothing was changed"
-    )
-
-
-def test_a_claim_left_by_a_killed_run_never_removes_a_folder_moved_there_later(synthetic):
-    """The claim names the folder the tool made; a person's folder moved to the name afterwards is another one."""
-    assert synthetic.run("apply").returncode == 0
-    old = synthetic.ws.trees / "sdist-1.0.old"
-    scratch.claim(old, moving_here=synthetic.ws.trees / "sdist-1.0")  # a run killed right after claiming
-    refused = synthetic.ws.trees / "mine"
-    refused.mkdir()
-    (refused / "mine.py").write_text("a person's work\n")
-    refused.rename(old)
-    change_patches(synthetic.ws.patches)
-
-    proc = synthetic.run("apply")
-
-    assert proc.returncode == 2
-    assert proc.stderr.splitlines()[-1].startswith(f"error: {old} is in the way")
-    assert (old / "mine.py").read_text() == "a person's work\n"
-
-
 def _subjects(patches: Path) -> list[str]:
     return [
         next(line for line in p.read_text().splitlines() if line.startswith("Subject: "))
@@ -607,60 +551,6 @@ def test_a_tree_cloned_at_a_pinned_commit_is_reused(synthetic, upstream_clone, t
 
     assert again.returncode == 0, again.stderr
     assert "reusing it" in again.stderr
-
-
-def test_a_persons_folder_reusing_a_killed_unpacks_inode_is_kept(synthetic, tmp_path):
-    fresh = tmp_path / "fresh"
-    env = {**os.environ, SIGNAL_AT_ENV: "fetch-unpacked:SIGKILL"}
-    command = [sys.executable, "-m", "patchseries", "apply", "--patches", str(synthetic.ws.patches)]
-    killed = subprocess.run([*command, "--workdir", str(fresh)], env=env, capture_output=True, check=False)
-    assert killed.returncode == -signal.SIGKILL
-    unpack = fresh / "trees" / "sdist-1.0.partial.unpack"
-    claim = unpack.with_name(unpack.name + scratch.SUFFIX)
-    token = claim.read_text().splitlines()[1].split(" ", 1)[1]
-    shutil.rmtree(unpack)
-    unpack.mkdir()  # a person's folder, which the kernel may give the freed inode: say it did
-    (unpack / "mine.txt").write_text("mine\n")
-    status = os.lstat(unpack)
-    claim.write_text(f"{scratch.HEADER}{status.st_dev}:{status.st_ino} {token}\n")
-
-    subprocess.run([*command, "--workdir", str(fresh)], capture_output=True, check=False)
-
-    assert (unpack / "mine.txt").read_text() == "mine\n"
-
-
-def test_a_persons_folder_at_the_downloads_partial_name_is_kept(synthetic, tmp_path):
-    fresh = tmp_path / "fresh"
-    mine = fresh / "downloads" / f"{synthetic.sdist.name}.partial"
-    mine.mkdir(parents=True)
-    (mine / "mine.txt").write_text("mine\n")
-
-    error = one_error(cli("fetch", "--patches", str(synthetic.ws.patches), "--workdir", str(fresh)))
-
-    assert f"{mine} is in the way" in error
-    assert (mine / "mine.txt").read_text() == "mine\n"
-
-
-def test_a_persons_folder_at_export_partial_is_kept(synthetic):
-    mine = synthetic.ws.patches / "export.partial"
-    mine.mkdir()
-    (mine / "mine.txt").write_text("mine\n")
-
-    error = one_error(synthetic.run("export"))
-
-    assert f"{mine} is in the way" in error
-    assert (mine / "mine.txt").read_text() == "mine\n"
-
-
-def test_a_file_at_a_claims_partial_name_is_kept(synthetic):
-    synthetic.ws.trees.mkdir(parents=True, exist_ok=True)
-    mine = synthetic.ws.trees / f"sdist-1.0.partial{scratch.SUFFIX}.partial"
-    mine.write_text("mine\n")
-
-    proc = synthetic.run("apply")
-
-    assert proc.returncode == 0, proc.stderr
-    assert mine.read_text() == "mine\n"
 
 
 def test_a_persons_folder_at_old_with_no_tree_yet_is_kept_and_the_run_succeeds(synthetic):
