@@ -1,4 +1,5 @@
-"""The pinned base: which Lightning release the series is made against, and where to get it."""
+"""The pinned base, ``patches/base.toml``: the Lightning release the series is made against, where to get it, and the
+release wheels. The one reader of that file: every command reads and checks all of it before anything is fetched."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import datetime as dt
 import re
 import sys
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,13 +19,42 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-_FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
-_URL_SCHEMES = ("https", "http", "file")
+# Every key a pin may have, per table: anything else is a typo (``base_comit``) that would silently turn a check off
+_KEYS = {
+    "": ("base", "sdist", "wheels"),
+    "base": ("name", "version", "tag", "git_url", "release_date", "commit"),
+    "sdist": ("url", "sha256", "root", "base_commit", "lacks"),
+    "wheels": ("series_version", "fingerprint"),  # and a table per standalone package
+    "package": ("subpackage", "url", "sha256", "root", "ships"),
+}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").fullmatch
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}").fullmatch
+
+
+def _is_url(value: str) -> bool:  # a download address (``git_url`` is left to git, which clones more)
+    parts = urllib.parse.urlsplit(value)
+    return parts.scheme in ("https", "http", "file") and bool(parts.netloc or parts.path)
+
+
+# Each kind of value: its check (false, or ValueError, for a bad value) and how a bad one is named
+_CHECKS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "nonempty": (str.strip, "is empty"),
+    "name": (  # names a folder (``sdist-<version>``, the sdist's top folder): one path component, no blanks
+        re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*").fullmatch,
+        "is not a name such as 2.6.6 (letters, digits, '.', '_', '+', '-'): {!r}",
+    ),
+    "sha256": (_SHA256, "is not 64 hexadecimal digits (a sha256 digest): {!r}"),
+    "fingerprint": (_SHA256, "is not the series' fingerprint (64 hexadecimal digits): {!r}"),
+    "commit": (re.compile(r"[0-9a-f]{40}").fullmatch, "must be a full 40-hex commit id, not {!r}"),
+    "url": (_is_url, "is not a URL (https://... or file://...): {!r}"),
+    "date": (dt.date.fromisoformat, "is not a date such as 2026-09-10: {!r}"),
+    "module": (_IDENTIFIER, "is not a module name (such as pytorch): {!r}"),
+}
 
 
 @dataclass(frozen=True)
 class Standalone:
-    """One standalone package the release wheels include: ``[wheels.<name>]``."""
+    """``[wheels.<name>]``: one standalone package the release wheels include."""
 
     name: str  # the import name and the wheel's name: pytorch_lightning
     subpackage: str  # the unified package's subpackage it mirrors: pytorch (lightning.pytorch)
@@ -48,8 +79,6 @@ class Wheels:
 
 @dataclass(frozen=True)
 class Pin:
-    """The contents of ``patches/base.toml``: the one reader of that file, every table checked by every command."""
-
     name: str
     version: str
     tag: str
@@ -73,7 +102,7 @@ class Pin:
 
     @property
     def identity(self) -> str:
-        """The base this pin names, as an edit tree records it: a release by its tag, else the upstream commit."""
+        """The base this pin names, as an edit tree records it."""
         return f"{self.name} {self.where}"
 
     @property
@@ -82,10 +111,14 @@ class Pin:
         return self.commit or self.tag
 
 
+class _BadPin(Exception):
+    """A value of the pin file that the tool cannot use; the message says which and why."""
+
+
 def load_pin(path: Path) -> Pin:
-    """Read and validate a pin file: every value the tool uses is checked here, before anything is fetched."""
+    """Read and check a pin file, saved with a byte-order mark or not."""
     try:
-        data = tomllib.loads(path.read_bytes().decode().removeprefix("\ufeff"))  # as the series file: an editor's BOM
+        data = tomllib.loads(path.read_bytes().decode().removeprefix("\ufeff"))
     except FileNotFoundError:
         raise SeriesError(f"pin file {path} does not exist") from None
     except UnicodeDecodeError as exc:  # TOML is UTF-8
@@ -100,36 +133,19 @@ def load_pin(path: Path) -> Pin:
         raise SeriesError(f"pin file {path}: {exc}") from None
 
 
-class _BadPin(Exception):
-    """A value of the pin file that the tool cannot use; the message says which and why."""
-
-
-# Every key a pin may have, per table: anything else is a typo (``base_comit``) that would silently turn a check off
-_KEYS = {
-    "base": ("name", "version", "tag", "git_url", "release_date", "commit"),
-    "sdist": ("url", "sha256", "root", "base_commit", "lacks"),
-    "wheels": ("series_version", "fingerprint"),  # and a table per standalone package
-    "package": ("subpackage", "url", "sha256", "root", "ships"),
-}
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a version or a folder name: one path component, no blanks
-
-
 def _pin(data: dict[str, Any]) -> Pin:
     base = _table(data, "base", "[base] with name, version, ...")
-    _known(data, "", ("base", "sdist", "wheels"))
+    _known(data, "", _KEYS[""])
     _known(base, "[base] ", _KEYS["base"])
-    commit = _text(base, "commit", "base", default="")
+    name, version = _get(base, "base", "name", "nonempty"), _get(base, "base", "version", "name")
+    git_url, commit = _get(base, "base", "git_url", "nonempty"), _get(base, "base", "commit", "commit", default="")
     if commit:  # pinned to an upstream commit: there is no release, so no sdist and no tag
-        _commit_id(commit, "[base] commit")
         for table in ("sdist", "wheels"):
             if table in data:
                 raise _BadPin(f"[{table}] is for a release: a series pinned to an upstream commit has none; remove one")
         return Pin(
-            name=_text(base, "name", "base", nonempty=True), version=_name(base, "version", "base"),
-            tag=_text(base, "tag", "base", default=""), git_url=_text(base, "git_url", "base", nonempty=True),
-            release_date=_date(base, default=""), sdist_url="", sdist_sha256="", sdist_root="", base_commit=commit,
+            name, version, _get(base, "base", "tag", default=""), git_url, sdist_url="", sdist_sha256="",
+            sdist_root="", release_date=_get(base, "base", "release_date", "date", default=""), base_commit=commit,
             sdist_lacks=(), commit=commit,
         )  # fmt: skip
     sdist = _table(data, "sdist", "[sdist] with url, sha256, ...")
@@ -137,26 +153,13 @@ def _pin(data: dict[str, Any]) -> Pin:
     lacks = sdist.get("lacks", [])
     if not isinstance(lacks, list) or not all(isinstance(item, str) and item.strip() for item in lacks):
         raise _BadPin(f"[sdist] lacks is not a list of paths: {_shown(lacks)}")
-    sha256 = _text(sdist, "sha256", "sdist")
-    if not _SHA256.fullmatch(sha256):
-        raise _BadPin(f"[sdist] sha256 is not 64 hexadecimal digits (a sha256 digest): {sha256!r}")
-    base_commit = _text(sdist, "base_commit", "sdist", default="")
-    if base_commit:
-        _commit_id(base_commit, "[sdist] base_commit")
-    name = _text(base, "name", "base", nonempty=True)
+    sha256, base_commit = _get(sdist, "sdist", "sha256", "sha256"), _get(sdist, "sdist", "base_commit", "commit", "")
+    tag, date = _get(base, "base", "tag", "nonempty"), _get(base, "base", "release_date", "date")
+    wheels = _wheels(_table(data, "wheels", "[wheels] with series_version, ..."), name) if "wheels" in data else None
     return Pin(
-        name=name,
-        version=_name(base, "version", "base"),
-        tag=_text(base, "tag", "base", nonempty=True),
-        git_url=_text(base, "git_url", "base", nonempty=True),
-        release_date=_date(base),
-        sdist_url=_url(sdist, "url", "sdist"),
-        sdist_sha256=sha256.lower(),
-        sdist_root=_name(sdist, "root", "sdist"),
-        base_commit=base_commit,
-        sdist_lacks=tuple(lacks),
-        wheels=_wheels(_table(data, "wheels", "[wheels] with series_version, ..."), name) if "wheels" in data else None,
-    )
+        name, version, tag, git_url, _get(sdist, "sdist", "url", "url"), sha256.lower(),
+        _get(sdist, "sdist", "root", "name"), date, base_commit, tuple(lacks), wheels=wheels,
+    )  # fmt: skip
 
 
 def _wheels(wheels: dict[str, Any], unified: str) -> Wheels:
@@ -164,9 +167,7 @@ def _wheels(wheels: dict[str, Any], unified: str) -> Wheels:
     version = wheels.get("series_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise _BadPin(f"[wheels] series_version is not a positive integer (such as 7): {_shown(version)}")
-    recorded = _text(wheels, "fingerprint", "wheels", default="")
-    if recorded and not _SHA256.fullmatch(recorded):
-        raise _BadPin(f"[wheels] fingerprint is not the series' fingerprint (64 hexadecimal digits): {recorded!r}")
+    fingerprint = _get(wheels, "wheels", "fingerprint", "fingerprint", default="")
     standalones = tuple(_standalone(name, table) for name, table in wheels.items() if isinstance(table, dict))
     subpackages = [s.subpackage for s in standalones]
     if len(set(subpackages)) != len(subpackages):
@@ -178,30 +179,46 @@ def _wheels(wheels: dict[str, Any], unified: str) -> Wheels:
         if missing:
             raise _BadPin(f"[wheels.{standalone.name}] ships {missing[0]!r}, which no [wheels.*] table names as its "
                           "subpackage")  # fmt: skip
-    return Wheels(version, recorded.lower(), standalones)
+    return Wheels(version, fingerprint.lower(), standalones)
 
 
 def _standalone(name: str, table: dict[str, Any]) -> Standalone:
     where = f"wheels.{name}"
-    if not _IDENTIFIER.fullmatch(name):
+    if not _IDENTIFIER(name):
         raise _BadPin(f"[{where}] is not a package's import name (such as pytorch_lightning)")
     _known(table, f"[{where}] ", _KEYS["package"])
-    missing = [key for key in _KEYS["package"] if key not in table]
-    if missing:
-        raise _BadPin(f"[{where}] lacks the key {missing[0]!r}")
-    subpackage, sha256, ships = _text(table, "subpackage", where), _text(table, "sha256", where), table["ships"]
-    if not _IDENTIFIER.fullmatch(subpackage):
-        raise _BadPin(f"[{where}] subpackage is not a module name (such as pytorch): {subpackage!r}")
-    if not _SHA256.fullmatch(sha256):
-        raise _BadPin(f"[{where}] sha256 is not 64 hexadecimal digits (a sha256 digest): {sha256!r}")
-    if not (isinstance(ships, list) and ships and all(isinstance(s, str) and _IDENTIFIER.fullmatch(s) for s in ships)):
+    subpackage, url = _get(table, where, "subpackage", "module"), _get(table, where, "url", "url")
+    sha256, root = _get(table, where, "sha256", "sha256").lower(), _get(table, where, "root", "name")
+    ships = table.get("ships")
+    if not (isinstance(ships, list) and ships and all(isinstance(s, str) and _IDENTIFIER(s) for s in ships)):
         raise _BadPin(f'[{where}] ships is not a list of subpackage names (such as ["pytorch", "fabric"])')
     if subpackage not in ships:
         raise _BadPin(f"[{where}] ships does not list its own subpackage {subpackage!r}")
-    return Standalone(
-        name=name, subpackage=subpackage, url=_url(table, "url", where), sha256=sha256.lower(),
-        root=_name(table, "root", where), ships=tuple(ships),
-    )  # fmt: skip
+    return Standalone(name, subpackage, url, sha256, root, tuple(ships))
+
+
+def _get(table: dict[str, Any], where: str, key: str, check: str = "", default: str | None = None) -> str:
+    """The string ``table[key]`` (``default`` where it is optional), of the kind ``check`` names if it is given."""
+    if key not in table and default is None:
+        raise _BadPin(f"[{where}] lacks the key {key!r}")
+    value = table.get(key, default)
+    if not isinstance(value, str):
+        raise _BadPin(f"[{where}] {key} is not a string: {_shown(value)}")
+    if check and (value or default is None):
+        try:
+            good = _CHECKS[check][0](value)
+        except ValueError:
+            good = False
+        if not good:
+            raise _BadPin(f"[{where}] {key} {_CHECKS[check][1].format(value)}")
+    return value
+
+
+def _table(data: dict[str, Any], name: str, shape: str) -> dict[str, Any]:
+    table = data[name]
+    if not isinstance(table, dict):
+        raise _BadPin(f"[{name}] is not a table ({shape})")
+    return table
 
 
 def _known(table: dict[str, Any], where: str, keys: tuple[str, ...]) -> None:
@@ -212,63 +229,12 @@ def _known(table: dict[str, Any], where: str, keys: tuple[str, ...]) -> None:
         raise _BadPin(f"{where}has the unknown {what} {name!r}; known: {', '.join(keys)}")
 
 
-def _commit_id(value: str, where: str) -> None:
-    if not _FULL_COMMIT.fullmatch(value):
-        raise _BadPin(f"{where} must be a full 40-hex commit id, not {value!r}")
-
-
-def _table(data: dict[str, Any], name: str, shape: str) -> dict[str, Any]:
-    table = data[name]
-    if not isinstance(table, dict):
-        raise _BadPin(f"[{name}] is not a table ({shape})")
-    return table
-
-
-def _text(table: dict[str, Any], key: str, name: str, default: str | None = None, nonempty: bool = False) -> str:
-    value = table[key] if default is None else table.get(key, default)
-    if not isinstance(value, str):
-        raise _BadPin(f"[{name}] {key} is not a string: {_shown(value)}")
-    if nonempty and not value.strip():
-        raise _BadPin(f"[{name}] {key} is empty")
-    return value
-
-
-def _name(table: dict[str, Any], key: str, name: str) -> str:
-    """A value that names a folder (``sdist-<version>``, the sdist's top folder): one path component."""
-    value = _text(table, key, name)
-    if not _NAME.fullmatch(value):
-        raise _BadPin(f"[{name}] {key} is not a name such as 2.6.6 (letters, digits, '.', '_', '+', '-'): {value!r}")
-    return value
-
-
 def _shown(value: object) -> str:
     """A TOML value as the pin file spells it, not as Python's repr (``datetime.date(2026, 9, 10)``)."""
-    if isinstance(value, (dt.date, dt.time)):  # a datetime is a date too
+    if isinstance(value, (dt.date, dt.time)):
         return f'{value.isoformat()} (a TOML date; quote it: "{value.isoformat()}")'
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
+    if isinstance(value, (dict, list)):
+        return "a table" if isinstance(value, dict) else "a list"
     return repr(value) if isinstance(value, str) else str(value)
-
-
-def _url(table: dict[str, Any], key: str, name: str) -> str:
-    """A download address: ``https://``, ``http://`` or ``file://`` with a host or a path (``git_url`` is left to
-    git, which also clones ``user@host:path`` and local paths)."""
-    value = _text(table, key, name)
-    parts = urllib.parse.urlsplit(value)
-    if parts.scheme not in _URL_SCHEMES or not (parts.netloc or parts.path):
-        raise _BadPin(f"[{name}] {key} is not a URL (https://... or file://...): {value!r}")
-    return value
-
-
-def _date(base: dict[str, Any], default: str | None = None) -> str:
-    value = _text(base, "release_date", "base", default)
-    if value or default is None:
-        try:
-            dt.date.fromisoformat(value)
-        except ValueError:
-            raise _BadPin(f"[base] release_date is not a date such as 2026-09-10: {value!r}") from None
-    return value

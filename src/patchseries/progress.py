@@ -12,11 +12,7 @@ Log = Callable[[str], None]
 def make_log(prefix: str = "patchseries") -> Log:
     """A logger that prints ``[prefix +12.3s] message`` to stderr, flushed at once."""
     start = time.monotonic()
-
-    def log(message: str) -> None:
-        print(f"[{prefix} +{time.monotonic() - start:5.1f}s] {message}", file=sys.stderr, flush=True)
-
-    return log
+    return lambda message: print(f"[{prefix} +{time.monotonic() - start:5.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 def quiet(message: str) -> None:
