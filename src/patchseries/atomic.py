@@ -23,14 +23,15 @@ _RECORD = ".commit"
 def write_file(path: Path, text: str) -> None:
     """Replace ``path`` by ``text`` (written as it is) in one rename; a failed write leaves ``path`` as it was."""
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".partial")
+    os.close(fd)
+    staged = Path(name)
     try:
-        with os.fdopen(fd, "wb") as staged:
-            staged.write(text.encode())
-        os.chmod(name, 0o644)
+        staged.write_bytes(text.encode())
+        staged.chmod(0o644)
         stage(f"write-{path.name}")
-        os.replace(name, path)
+        os.replace(staged, path)
     except BaseException:
-        Path(name).unlink(missing_ok=True)
+        staged.unlink(missing_ok=True)
         raise
 
 
