@@ -641,15 +641,16 @@ def test_a_persons_folder_at_the_downloads_partial_name_is_kept(synthetic, tmp_p
     assert (mine / "mine.txt").read_text() == "mine\n"
 
 
-def test_a_persons_folder_at_export_partial_is_kept(synthetic):
+def test_export_writes_in_a_fresh_folder_and_leaves_a_persons_folders_in_patches_as_they_are(synthetic):
     mine = synthetic.ws.patches / "export.partial"
     mine.mkdir()
     (mine / "mine.txt").write_text("mine\n")
 
-    error = one_error(synthetic.run("export"))
+    proc = synthetic.run("export")
 
-    assert f"{mine} is in the way" in error
-    assert (mine / "mine.txt").read_text() == "mine\n"
+    assert proc.returncode == 0, proc.stderr
+    assert files_of(mine) == {"mine.txt": b"mine\n"}
+    assert sorted(p.name for p in synthetic.ws.patches.iterdir() if p.is_dir()) == ["export.partial"]
 
 
 def test_a_file_at_a_claims_partial_name_is_kept(synthetic):
