@@ -21,6 +21,7 @@ from conftest import (
     files_of,
     git,
     one_error,
+    run_signalled,
     shell,
     without_the_tool,
 )
@@ -399,6 +400,29 @@ def test_an_export_interrupted_anywhere_leaves_the_old_series_or_the_new_one_and
     assert interrupted >= 3
     assert _snapshot(patches) == new
     assert sorted(p.name for p in patches.iterdir() if p.is_dir()) == []
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGKILL"])
+def test_an_export_stopped_while_renaming_in_puts_back_the_old_series_or_a_rerun_completes_it(
+    synthetic, tmp_path, signame
+):
+    patches = synthetic.ws.patches
+    _rework(synthetic.tree)
+    before = files_of(patches)
+
+    proc = run_signalled(
+        synthetic, tmp_path, f"export-switch:{signame}", "export", "--workdir", str(synthetic.ws.workdir)
+    )
+
+    if signame == "SIGTERM":
+        assert proc.returncode == 130, proc.stderr
+        assert files_of(patches) == before
+    else:
+        assert proc.returncode == -9
+    rerun = synthetic.run("export")
+    assert rerun.returncode == 0, rerun.stderr
+    assert [p.name for p in patches.iterdir() if p.is_dir()] == []
+    assert _drift(synthetic) == []
 
 
 def _to_crlf(path):

@@ -197,6 +197,7 @@ def _switch(folder: Path, staging: Path, written: list[str], removed: list[str])
             done.append(name)
             if name in written:
                 os.replace(staging / name, folder / name)
+                stage("export-switch")
             elif (folder / name).is_file():
                 (folder / name).unlink()
     except BaseException:
