@@ -176,7 +176,8 @@ def _refuse_losing(folder: Path, staging: Path, written: list[str], removed: lis
             lost.append(name)
     if lost:
         top = git("-C", folder, "rev-parse", "--show-toplevel", check=False).stdout.strip()
-        steps = [*([] if top else [("init", "-q")]), ("add", "-A", "."), ("commit", "-q", "-m", "My series changes")]
+        commit_them = [("add", "-A", "."), ("commit", "-q", "-m", "My series changes", "--", ".")]
+        steps = [*([] if top else [("init", "-q")]), *commit_them]
         commit = " && ".join(shell("git", "-C", folder, *step) for step in steps)
         more = f" (and {len(lost) - 1} more: {', '.join(lost[1:4])})" if len(lost) > 1 else ""
         raise SeriesError(
