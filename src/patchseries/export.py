@@ -50,6 +50,7 @@ _IDENTITY = re.compile(r"^(?P<name>[^<>\x00-\x1f]*[^<>\s])\s*<(?P<email>[^<>\s@]
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
+_PATCH_BREAK = re.compile(r"diff -|Index: |---(?: [^ \t]|\s*$)")  # where `git am` (mailinfo) ends a message
 RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
 SCRATCH_PREFIX = ".patchseries-export-"  # the fresh folder in the series folder where an export writes its files
 
@@ -280,21 +281,13 @@ def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> N
                 f"cannot apply; drop it ({rebase}, `drop`); nothing was written"
             )
         body = message.split("\n\n", 1)[1] if "\n\n" in message else ""
-        cut = next((line for line in body.splitlines() if _ends_message(line)), None)
+        cut = next((line for line in body.splitlines() if _PATCH_BREAK.match(line)), None)
         if cut is not None:
             raise SeriesError(
                 f"commit {commit[:12]} ({subject}) has the line {cut!r} in its message, where `git am` ends a message "
                 f"and starts the diff: applied, the patch would lose the rest of it; reword it ({rebase}, `reword`), "
                 "e.g. indent that line; nothing was written"
             )
-
-
-def _ends_message(line: str) -> bool:
-    """Whether ``git am`` (mailinfo's ``patchbreak``) takes ``line`` of a message for the start of the diff."""
-    if line.startswith(("diff -", "Index: ")):
-        return True
-    rest = line[3:]
-    return line.startswith("---") and ((rest.startswith(" ") and rest[1:2] not in ("", " ", "\t")) or not rest.strip())
 
 
 def is_placeholder(identity: str) -> bool:
