@@ -21,12 +21,13 @@ from conftest import (
     files_of,
     git,
     one_error,
+    run_signalled,
     shell,
     without_the_tool,
 )
 from patchseries import export, gitcmd
 from patchseries.errors import SeriesError
-from patchseries.export import drift_report, export_series, format_one
+from patchseries.export import drift_report, export_series
 from patchseries.series import read_series
 
 CORE = "src/fakelib/core.py"
@@ -109,7 +110,7 @@ def test_an_export_that_makes_no_patch_over_a_series_that_lists_some_is_refused_
 
     def patches_go_elsewhere(*args, **kwargs):  # what a staging folder that git read as another path did
         if "format-patch" in args:
-            args = tuple(elsewhere if str(a).endswith("export.partial") else a for a in args)
+            args = tuple(elsewhere if export.SCRATCH_PREFIX in str(a) else a for a in args)
         return gitcmd.git(*args, **kwargs)
 
     monkeypatch.setattr(export, "git", patches_go_elsewhere)
@@ -297,7 +298,7 @@ def test_export_refuses_to_overwrite_a_patch_file_that_series_does_not_list(synt
     mine.write_text("my own notes\n")
     before = {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()}
 
-    with pytest.raises(SeriesError, match=r"export would overwrite 0003-Bump-the-version.patch, which series does not"):
+    with pytest.raises(SeriesError, match=r"export would overwrite or remove .*/0003-Bump-the-version.patch, "):
         export_series(synthetic.tree, synthetic.ws.patches, branch="series")
 
     assert {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()} == before
@@ -399,6 +400,29 @@ def test_an_export_interrupted_anywhere_leaves_the_old_series_or_the_new_one_and
     assert interrupted >= 3
     assert _snapshot(patches) == new
     assert sorted(p.name for p in patches.iterdir() if p.is_dir()) == []
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGKILL"])
+def test_an_export_stopped_while_renaming_in_puts_back_the_old_series_or_a_rerun_completes_it(
+    synthetic, tmp_path, signame
+):
+    patches = synthetic.ws.patches
+    _rework(synthetic.tree)
+    before = files_of(patches)
+
+    proc = run_signalled(
+        synthetic, tmp_path, f"export-switch:{signame}", "export", "--workdir", str(synthetic.ws.workdir)
+    )
+
+    if signame == "SIGTERM":
+        assert proc.returncode == 130, proc.stderr
+        assert files_of(patches) == before
+    else:
+        assert proc.returncode == -9
+    rerun = synthetic.run("export")
+    assert rerun.returncode == 0, rerun.stderr
+    assert [p.name for p in patches.iterdir() if p.is_dir()] == []
+    assert _drift(synthetic) == []
 
 
 def _to_crlf(path):
@@ -660,13 +684,13 @@ def test_export_refuses_an_author_with_a_control_character(synthetic):
 
 def test_export_over_a_series_naming_a_missing_patch_says_how_to_fix_it(synthetic):
     first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    data = first.read_bytes()
     first.unlink()
 
     error = one_error(synthetic.run("export"))
 
     assert error.endswith(f"does not exist; restore that file, or remove line 2 from {synthetic.ws.patches / 'series'}")
-    series = synthetic.ws.patches / "series"
-    series.write_text("".join(line + "\n" for line in series.read_text().splitlines() if first.name not in line))
+    first.write_bytes(data)
     assert synthetic.run("export").returncode == 0  # the remedy, then the export
 
 
@@ -745,59 +769,68 @@ def test_a_files_crlf_line_endings_survive_export_and_apply(synthetic):
     assert (tree / CORE).read_bytes() == (synthetic.tree / CORE).read_bytes()
 
 
-@pytest.mark.parametrize("mine", ["a copy with its own subject", "a change of its own"])
-def test_export_never_removes_a_listed_patch_that_no_export_wrote(synthetic, tmp_path, mine):
-    patches, series = synthetic.ws.patches, synthetic.ws.series_file
-    own = patches / "0003-my-own.patch"
-    if mine == "a copy with its own subject":  # cp 0002-*.patch 0003-my-own.patch, with a new Subject
-        copied = sorted(patches.glob("0002-*.patch"))[0].read_text()
-        own.write_text(copied.replace("Subject: [PATCH] Add a CHANGELOG entry", "Subject: [PATCH] My own change"))
-    else:  # a patch of the person's, made in a clone of their own: a change the tree has not seen
-        clone = tmp_path / "clone"
-        subprocess.run(["git", "clone", "-q", "--branch", "series", str(synthetic.tree), str(clone)], check=True)
-        commit(clone, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "My own change\n\nUpstream-Status: Pending")
-        own.write_text(format_one(clone, "HEAD"))
-    series.write_text(series.read_text() + f"{own.name}\n")
-    mine_bytes, before = own.read_bytes(), files_of(patches)
+def _in_git(patches):
+    """patches/ committed in a git repository, as the project holds it."""
+    git(patches, "init", "-q")
+    git(patches, "add", "-A")
+    git(patches, "commit", "-q", "-m", "The series")
+
+
+def _mine(patches, change):
+    """A change of the person's in patches/ that an export of the tree would lose."""
+    first, second = sorted(patches.glob("0*.patch"))
+    if change == "a patch of theirs listed in series":
+        (patches / "0003-my-own.patch").write_bytes(second.read_bytes())  # a byte copy under a name of their own
+        (patches / "series").write_text((patches / "series").read_text() + "0003-my-own.patch\n")
+        return patches / "0003-my-own.patch"
+    if change == "a hand edit":
+        first.write_text(first.read_text().replace("+    return 42", "+    return 43"))
+        return first
+    if change == "a changed series file":
+        (patches / "series").write_text((patches / "series").read_text() + "# my note\n")
+        return patches / "series"
+    mine = patches / "0003-Bump-the-version.patch"  # a file series does not list, at a name export writes
+    mine.write_text("my own notes\n")
+    return mine
+
+
+CHANGES = ["a patch of theirs listed in series", "a hand edit", "a changed series file", "an unlisted file overwritten"]
+
+
+@pytest.mark.parametrize("in_git", [True, False], ids=["in_git", "not_in_git"])
+@pytest.mark.parametrize("change", CHANGES)
+def test_export_refuses_to_lose_a_change_git_does_not_hold_and_its_remedy_commits_it(synthetic, change, in_git):
+    patches = synthetic.ws.patches
+    if in_git:
+        _in_git(patches)
+    commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    mine = _mine(patches, change)
+    data, before = mine.read_bytes(), files_of(patches)
 
     error = one_error(synthetic.run("export"))
 
-    assert f"{own}" in error
-    assert "nothing was written" in error
+    assert f"export would overwrite or remove {mine}" in error
+    assert "changes of yours that git does not hold" in error
+    assert error.endswith("and export again; nothing was written")
     assert files_of(patches) == before
-    if mine == "a copy with its own subject":  # its change is on the branch already: a copy of it is kept
-        kept = shell(between(error, "cp "))
-        assert kept.returncode == 0, kept.stderr
-        assert own.with_name(own.name + ".mine").read_bytes() == mine_bytes
-        expected = 2
-    else:  # put on the branch, it is exported: its bytes are the new patch's
-        applied = shell(between(error, "git -C "))
-        assert applied.returncode == 0, applied.stderr
-        expected = 3
+    committed = shell(error.split("`")[1])
+    assert committed.returncode == 0, committed.stderr
     exported = synthetic.run("export")
     assert exported.returncode == 0, exported.stderr
-    assert f"exported {expected} patches" in exported.stdout
-    if expected == 3:
-        assert sorted(patches.glob("0003-*.patch"))[0].read_bytes() == mine_bytes
+    assert git(patches, "show", f"HEAD:{mine.name}") == data.decode().rstrip("\n")  # git holds their bytes
 
 
-def test_export_never_removes_a_listed_byte_copy_of_an_exported_patch(synthetic):
-    """An exact copy of an exported patch under a name of the person's own, listed in ``series``, is theirs."""
-    patches, series = synthetic.ws.patches, synthetic.ws.series_file
-    original = sorted(patches.glob("0002-*.patch"))[0]
-    own = patches / "0003-my-own.patch"
-    own.write_bytes(original.read_bytes())
-    series.write_text(series.read_text() + f"{own.name}\n")
-    before = files_of(patches)
+def test_export_replaces_what_the_last_export_wrote_and_what_git_holds(synthetic):
+    patches = synthetic.ws.patches
+    _in_git(patches)
+    commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    assert synthetic.run("export").returncode == 0  # over the committed series
+    git(synthetic.tree, "commit", "-q", "--amend", "-m", "Bump the version, reworded")
 
-    error = one_error(synthetic.run("export"))
+    proc = synthetic.run("export")  # over its own uncommitted output
 
-    assert f"{own}" in error
-    assert files_of(patches) == before
-    assert shell(between(error, "cp ")).returncode == 0  # keep a copy, as it says: then the export runs
-    exported = synthetic.run("export")
-    assert exported.returncode == 0, exported.stderr
-    assert own.with_name(own.name + ".mine").read_bytes() == original.read_bytes()
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in patches.glob("*.patch"))[-1] == "0003-Bump-the-version-reworded.patch"
 
 
 @pytest.mark.parametrize("remedy_index", [0, 1], ids=["convert_back", "reexport"])

@@ -553,6 +553,18 @@ def test_a_tree_cloned_at_a_pinned_commit_is_reused(synthetic, upstream_clone, t
     assert "reusing it" in again.stderr
 
 
+def test_export_writes_in_a_fresh_folder_and_leaves_a_persons_folders_in_patches_as_they_are(synthetic):
+    mine = synthetic.ws.patches / "export.partial"
+    mine.mkdir()
+    (mine / "mine.txt").write_text("mine\n")
+
+    proc = synthetic.run("export")
+
+    assert proc.returncode == 0, proc.stderr
+    assert files_of(mine) == {"mine.txt": b"mine\n"}
+    assert sorted(p.name for p in synthetic.ws.patches.iterdir() if p.is_dir()) == ["export.partial"]
+
+
 def test_a_persons_folder_at_old_with_no_tree_yet_is_kept_and_the_run_succeeds(synthetic):
     old = synthetic.ws.trees / "sdist-1.0.old"
     old.mkdir(parents=True)

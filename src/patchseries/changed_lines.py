@@ -1,9 +1,7 @@
-"""Coverage of the lines the series adds or changes (what Codecov calls patch coverage, ``diff-cover`` computes).
+"""Coverage of the lines the series adds or changes (Codecov's patch coverage, ``diff-cover``'s figure).
 
-The lines come from ``git diff -U0 base series`` (added lines of Python files under ``src/``; a changed line is an
-added line). Which of them count is coverage.py's decision: only lines its XML report lists (its executable lines) are
-counted, and one is covered when it has a hit. Reports of several runs (the torch matrix) merge by union: a line is
-covered when any run covered it.
+The lines are the ``+`` lines of ``git diff -U0 base series`` in Python files under ``src/``; coverage.py's XML report
+decides which count (its executable lines) and which are covered (a hit). Runs merge by union (the torch matrix).
 """
 
 from __future__ import annotations
@@ -23,10 +21,8 @@ JSON_NAME = "changed-lines.json"
 
 @dataclass
 class FileLines:
-    """The changed lines of one file that coverage counts: those covered, and the others with their source text."""
-
     covered: set[int] = field(default_factory=set)
-    missed: dict[int, str] = field(default_factory=dict)
+    missed: dict[int, str] = field(default_factory=dict)  # line -> source text
 
 
 @dataclass
@@ -49,26 +45,21 @@ class ChangedLines:
         return round(100 * self.covered / self.total, 1) if self.total else None
 
     def line(self) -> str:
-        """``N/M covered (P%)``, and the files no coverage data was found for, if any."""
         percent = "n/a" if self.percent is None else f"{self.percent}%"
-        text = f"{self.covered}/{self.total} covered ({percent})"
-        if self.unmeasured:
-            text += f", {len(self.unmeasured)} changed files not in the coverage report"
-        return text
+        more = f", {len(self.unmeasured)} changed files not in the coverage report" if self.unmeasured else ""
+        return f"{self.covered}/{self.total} covered ({percent}){more}"
 
     def missed_lines(self) -> list[tuple[str, int, str]]:
-        """``(path, line, source)`` of every uncovered changed line, by path and line."""
         return [(path, n, f.missed[n]) for path, f in sorted(self.files.items()) for n in sorted(f.missed)]
 
     def report(self, title: str) -> str:
-        """The report file: the figure, then every uncovered line as ``path:line: source``."""
-        lines = [f"{title}", f"changed lines: {self.line()}", ""]
+        """The figure, then every uncovered line as ``path:line: source``."""
         missed = self.missed_lines()
+        lines = [title, f"changed lines: {self.line()}", ""]
         lines.append("uncovered changed lines:" if missed else "uncovered changed lines: none")
         lines += [f"{path}:{number}: {source.strip()}" for path, number, source in missed]
         if self.unmeasured:
-            lines += ["", "changed files the coverage report does not include (never imported?):"]
-            lines += [f"{path}" for path in self.unmeasured]
+            lines += ["", "changed files the coverage report does not include (never imported?):", *self.unmeasured]
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,12 +78,11 @@ class ChangedLines:
         return cls(files, list(data.get("unmeasured", [])))
 
     def write(self, directory: Path, title: str) -> Path:
-        """Write the text report and its JSON form (for merging later) into ``directory``; return the text report."""
+        """The text report and its JSON form (for merging) in ``directory``; returns the text report."""
         directory.mkdir(parents=True, exist_ok=True)
         (directory / JSON_NAME).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        report = directory / REPORT_NAME
-        report.write_text(self.report(title))
-        return report
+        (directory / REPORT_NAME).write_text(self.report(title))
+        return directory / REPORT_NAME
 
 
 def added_lines(repo: Path, base: str, head: str, prefix: str = "src/") -> dict[str, dict[int, str]]:
@@ -102,14 +92,12 @@ def added_lines(repo: Path, base: str, head: str, prefix: str = "src/") -> dict[
 
 
 def parse_added_lines(diff: str, prefix: str = "src/") -> dict[str, dict[int, str]]:
-    """Parse a ``git diff -U0``: the ``+`` lines of each Python file under ``prefix``, by their number."""
     added: dict[str, dict[int, str]] = {}
     for section in file_sections(diff):
-        path = section_path(section)  # from the header: a "+++" line ends with a tab when the path has a space
-        if path.startswith(prefix) and path.endswith(".py"):
-            lines = {number: text for hunk in hunks(section) for marker, number, text in hunk if marker == "+"}
-            if lines:
-                added.setdefault(path, {}).update(lines)
+        path = section_path(section)  # the header's: a "+++" line ends with a tab when the path has a space
+        lines = {number: text for hunk in hunks(section) for marker, number, text in hunk if marker == "+"}
+        if path.startswith(prefix) and path.endswith(".py") and lines:
+            added.setdefault(path, {}).update(lines)
     return added
 
 
@@ -125,28 +113,25 @@ def line_hits(coverage_xml: Path) -> dict[str, dict[int, int]]:
 
 
 def measure(added: dict[str, dict[int, str]], hits: dict[str, dict[int, int]]) -> ChangedLines:
-    """Intersect the added lines with a report's hits; only lines the report lists as executable count."""
+    """The added lines that a report lists as executable, covered or not."""
     result = ChangedLines()
     for path, lines in sorted(added.items()):
-        report_name = _report_name(path, hits)
-        if report_name is None:
+        # the report's name: the path, or a suffix of it at a directory boundary (the longest)
+        names = [n for n in hits if n and (path == n or path.endswith("/" + n) or n.endswith("/" + path))]
+        if not names:
             result.unmeasured.append(path)
             continue
-        executable = hits[report_name]
-        counted = FileLines()
+        executable = hits[max(names, key=len)]
+        counted = result.files[path] = FileLines()
         for number, text in lines.items():
-            if number not in executable:
-                continue
-            if executable[number] > 0:
+            if number in executable and executable[number] > 0:
                 counted.covered.add(number)
-            else:
+            elif number in executable:
                 counted.missed[number] = text
-        result.files[path] = counted
     return result
 
 
 def measure_tree(repo: Path, base: str, head: str, coverage_xml: Path) -> ChangedLines:
-    """:func:`measure` of ``base..head`` in ``repo`` against one coverage report."""
     return measure(added_lines(repo, base, head), line_hits(coverage_xml))
 
 
@@ -157,19 +142,8 @@ def merge(results: list[ChangedLines]) -> ChangedLines:
         for path, lines in result.files.items():
             into = merged.files.setdefault(path, FileLines())
             into.covered |= lines.covered
-            for number, text in lines.missed.items():
-                into.missed.setdefault(number, text)
+            into.missed = {**lines.missed, **into.missed}
     for lines in merged.files.values():
-        for number in lines.covered:
-            lines.missed.pop(number, None)
-    unmeasured = {path for result in results for path in result.unmeasured}
-    merged.unmeasured = sorted(unmeasured - set(merged.files))
+        lines.missed = {n: text for n, text in lines.missed.items() if n not in lines.covered}
+    merged.unmeasured = sorted({p for result in results for p in result.unmeasured} - set(merged.files))
     return merged
-
-
-def _report_name(path: str, hits: dict[str, dict[int, int]]) -> str | None:
-    """The report's name for a repository path: equal, or a suffix of it at a directory boundary (the longest)."""
-    matches = [
-        name for name in hits if name and (path == name or path.endswith("/" + name) or name.endswith("/" + path))
-    ]
-    return max(matches, key=len) if matches else None

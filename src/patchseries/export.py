@@ -1,17 +1,18 @@
-"""Regenerate ``patches/`` from a branch, and prove the committed patches are a faithful export (drift check)."""
+"""Regenerate ``patches/`` from a branch, guarded by git, and prove the committed patches are a faithful export."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries.atomic import commit_rewrite, discard_uncommitted, start_rewrite
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files, worktrees
 from patchseries.interrupts import stage
-from patchseries.ownership import Unexported, unexported
 from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
 from patchseries.series import (
@@ -23,7 +24,6 @@ from patchseries.series import (
     has_crlf,
     keep_cr,
     listed_names,
-    parse_patch,
     read_series,
     section_path,
 )
@@ -31,23 +31,11 @@ from patchseries.trees import BASE_REF, BaseRecord, refuse_operation_in_progress
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (
-    "--zero-commit",
-    "--no-signature",
-    "--no-numbered",
-    "--full-index",
-    "--no-renames",
-    "--no-cover-letter",
-    "--no-thread",
-    "--no-to",
-    "--no-cc",
-    "--subject-prefix=PATCH",
-    "--stat=80",
-    "--encode-email-headers",
-    "--no-add-header",
-    "--no-attach",
-)
-# What a repository's own configuration (a person's edit tree) could change in a patch, set to git's defaults: the
-# same patch bytes on every machine (the global and system configuration are never read: gitcmd.NEUTRAL_CONFIG)
+    "--zero-commit", "--no-signature", "--no-numbered", "--full-index", "--no-renames", "--no-cover-letter",
+    "--no-thread", "--no-to", "--no-cc", "--subject-prefix=PATCH", "--stat=80", "--encode-email-headers",
+    "--no-add-header", "--no-attach",
+)  # fmt: skip
+# What a repository's own configuration could change in a patch, set to git's defaults
 _FORMAT_SETTINGS = (
     "format.useAutoBase=false", "format.signOff=false", "format.notes=false", "format.suffix=.patch",
     "format.filenameMaxLength=64", "format.from=false", "format.forceInBodyFrom=false", "format.mboxrd=false",
@@ -62,6 +50,9 @@ _IDENTITY = re.compile(r"^(?P<name>[^<>\x00-\x1f]*[^<>\s])\s*<(?P<email>[^<>\s@]
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
+_PATCH_BREAK = re.compile(r"diff -|Index: |---(?: [^ \t]|\s*$)")  # where `git am` (mailinfo) ends a message
+RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
+SCRATCH_PREFIX = ".patchseries-export-"  # the fresh folder in the series folder where an export writes its files
 
 
 def export_series(
@@ -77,34 +68,15 @@ def export_series(
     replace_unexported: bool = False,
     edit: str = tool_command("edit"),
 ) -> list[str]:
-    """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files plus ``series`` into ``patches_dir``.
-
-    The patches the old ``series`` lists are replaced or removed only where their bytes show that an export wrote them
-    (:mod:`patchseries.ownership`), else the export is refused, naming the file: ``series`` may list a patch of a
-    person's. ``replace_unexported``: replace them all (``forward``, whose scratch clone has no commit of an earlier
-    forward to show that one wrote them). Every other file is kept (the pin, and a ``*.patch`` that ``series`` does not
-    list, which is a contributor's), and overwriting one with other content is refused. The folder is rewritten as one
-    step (:mod:`patchseries.atomic`): an interrupted export leaves the old series or the new one. A tree with
-    uncommitted changes is refused: export writes commits only, and those changes would silently stay behind. So is an
-    export that would drop a committed patch's hunks for upstream files the tree's base lacks (``lacks``, e.g. ``docs/``
-    on the sdist base, where applying left them out), unless ``drop_lacking``.
-
-    ``upstream_edit`` and ``edit``: the commands a refusal names to make an edit tree (of an upstream base, of this
-    series), with the run's own options (:meth:`patchseries.paths.Workspace.command`).
-
-    ``author`` (``Name <email>``) is the ``From:`` of every patch, else each commit's own author; with
-    ``refuse_placeholder_authors`` (what ``export`` and ``forward`` write into ``patches/``) an ``@invalid`` author is
-    refused, so that no placeholder identity reaches a committed patch.
-
-    Relative paths are taken from the current directory (git runs in ``repo``, where they would mean other folders).
-    An export that makes no patch over a ``series`` that lists some is refused: it would only delete the series.
-    """
+    """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files and ``series`` into ``patches_dir``, made in a
+    fresh folder and renamed in last. What it replaces must be kept elsewhere (:func:`_refuse_losing`) unless
+    ``replace_unexported`` (forward's own folder); hunks for files the base lacks (``lacks``) are dropped only with
+    ``drop_lacking``; ``refuse_placeholder_authors``: for ``patches/``; ``upstream_edit``, ``edit``: for refusals."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
-    # a stopped `git rebase -i` has not moved the branch yet: exporting now would write the old series as the new one
-    refuse_operation_in_progress(repo)
+    refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
     label, branch = branch, branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
     base_label = base.removeprefix("refs/heads/")
-    for worktree in worktrees(repo):  # the branch may be checked out, and edited, in any of them
+    for worktree in worktrees(repo):
         dirty = uncommitted_files(worktree, user_config=True)  # what the person's own gitignore hides is not work
         if dirty:
             shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
@@ -113,7 +85,7 @@ def export_series(
                 f"(git commit, or git commit --fixup and git rebase -i --autosquash {base_label}) or stash them, "
                 "then export"
             )
-    if git("check-ref-format", branch, check=False).returncode != 0:  # `series^` would be a commit, not a branch
+    if git("check-ref-format", branch, check=False).returncode != 0:
         raise SeriesError(f"--branch {label!r} is not a branch name; pass the name of a branch of {repo}")
     if git("rev-parse", "--verify", "--quiet", branch, cwd=repo, check=False).returncode != 0:
         raise SeriesError(f"{repo} has no branch {label!r}; make a tree with `{edit}`, or pass --branch")
@@ -123,7 +95,6 @@ def export_series(
             "made (its branch base is the pinned release)"
         )
     if git("merge-base", "--is-ancestor", base, branch, cwd=repo, check=False).returncode != 0:
-        # its patches would be made against another tree than the base: written, they would not apply
         raise SeriesError(
             f"{label} of {repo} is not built on {base_label!r} (the pinned base): its patches would not apply to it; "
             f"rebase it onto {base_label}, then export; nothing was written"
@@ -135,12 +106,15 @@ def export_series(
     for worktree in worktrees(repo):
         _refuse_work_beyond(worktree, branch, label)
     _refuse_what_am_cannot_apply(repo, f"{base}..{branch}", base_label)
-    staging = start_rewrite(patches_dir)
-    try:
+    patches_dir.mkdir(parents=True, exist_ok=True)
+    for leftover in patches_dir.glob(f"{SCRATCH_PREFIX}*"):  # a killed export's: the series lock is held
+        shutil.rmtree(leftover, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=patches_dir) as made:
+        staging = Path(made)
         with tempfile.TemporaryDirectory(prefix="patchseries-export-") as tmp:
             source, commits = (repo, f"{base}..{branch}")
             if author is not None:
-                source, commits = _authored(repo, base, branch, author, tmp)
+                source, commits = _authored(repo, base, branch, author, Path(tmp))
             git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits,
                 cwd=source)  # fmt: skip
             stage("export-staged")
@@ -167,39 +141,96 @@ def export_series(
                 f"upstream base ({upstream_edit}, or --checkout PATH instead of --git) and export from there, or pass "
                 "--drop-missing to drop them"
             )
-        _refuse_overwriting_unlisted(patches_dir, staging, [n for n in names if n not in listed])
-        if not replace_unexported:
-            _refuse_losing(repo, base, branch, patches_dir, staging, names, listed, lacks if drop_lacking else ())
         (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
-        commit_rewrite(patches_dir, [*names, "series"], sorted(set(listed) - set(names)))
-    finally:
-        discard_uncommitted(patches_dir)
+        written = [*names, "series"]
+        (staging / RECORD).write_text("".join(f"{_blob((staging / n).read_bytes())} {n}\n" for n in written))
+        removed = [name for name in listed if name not in written]
+        if not replace_unexported:
+            _refuse_losing(patches_dir, staging, written, removed)
+        _switch(patches_dir, staging, [*written, RECORD], removed)
     return names
 
 
+def _blob(data: bytes) -> str:
+    """Git's blob id of ``data``."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def _refuse_losing(folder: Path, staging: Path, written: list[str], removed: list[str]) -> None:
+    """Refuse to overwrite or remove a file of ``folder`` whose bytes (line endings aside) are kept nowhere: not
+    committed in git, not what the last export wrote, not in another file of the folder (``cp F F.mine``)."""
+    at_stake = [*removed, *written]
+    committed = git("-C", folder, "ls-tree", "-z", "HEAD", ".", check=False).stdout.split("\0")
+    held = {entry.split("\t", 1)[1]: {entry.split()[2]} for entry in committed if "\t" in entry}
+    record = (folder / RECORD).read_text(errors=ENCODING_ERRORS) if (folder / RECORD).is_file() else ""
+    for blob, _, name in (line.partition(" ") for line in record.splitlines()):
+        held.setdefault(name, set()).add(blob)
+    kept = {_blob(p.read_bytes()) for p in folder.iterdir() if p.name not in at_stake and p.is_file()}
+    lost = []
+    for name in at_stake:
+        if not (folder / name).is_file():
+            continue
+        data = (folder / name).read_bytes()
+        new = (staging / name).read_bytes() if name in written else None
+        forms = {data, data.replace(b"\r\n", b"\n")}  # converted to CRLF: nothing else changed
+        if new not in forms and not {_blob(form) for form in forms} & (held.get(name, set()) | kept):
+            lost.append(name)
+    if lost:
+        top = git("-C", folder, "rev-parse", "--show-toplevel", check=False).stdout.strip()
+        commit_them = [("add", "-A", "."), ("commit", "-q", "-m", "My series changes", "--", ".")]
+        steps = [*([] if top else [("init", "-q")]), *commit_them]
+        commit = " && ".join(shell("git", "-C", folder, *step) for step in steps)
+        more = f" (and {len(lost) - 1} more: {', '.join(lost[1:4])})" if len(lost) > 1 else ""
+        raise SeriesError(
+            f"export would overwrite or remove {folder / lost[0]}{more}, changes of yours that git does not hold (a "
+            f"patch of yours, a hand edit?); commit them (`{commit}`) and export again; nothing was written"
+        )
+
+
+def _switch(folder: Path, staging: Path, written: list[str], removed: list[str]) -> None:
+    """Rename ``written`` from ``staging`` into ``folder``, then remove ``removed``; an error or an interrupt on the
+    way puts back what was there (from hard links in ``staging``)."""
+    (staging / "old").mkdir()
+    done: list[str] = []
+    try:
+        for name in [*written, *removed]:
+            if (folder / name).is_file():
+                os.link(folder / name, staging / "old" / name)
+            done.append(name)
+            if name in written:
+                os.replace(staging / name, folder / name)
+                stage("export-switch")
+            elif (folder / name).is_file():
+                (folder / name).unlink()
+    except BaseException:
+        for name in reversed(done):
+            if (staging / "old" / name).is_file():
+                os.replace(staging / "old" / name, folder / name)
+            elif name in written:
+                (folder / name).unlink(missing_ok=True)
+        raise
+
+
 def parse_identity(text: str, given_as: str = "--author") -> tuple[str, str]:
-    """``Name <email>`` -> ``(name, email)``; anything else, or an ``@invalid`` placeholder address, is refused,
-    naming where it came from (``given_as``: ``--author``, or ``$PATCHSERIES_AUTHOR``)."""
+    """``Name <email>`` -> ``(name, email)``; anything else, or an ``@invalid`` address, is refused, naming where it
+    came from (``--author`` or ``$PATCHSERIES_AUTHOR``)."""
     shown = f"--author {text!r}" if given_as == "--author" else f"{given_as}={text!r}"
+    fix = (
+        "pass --author 'Your Name <you@example.com>'"
+        if given_as == "--author"
+        else f"set {given_as} to 'Your Name <you@example.com>', or unset it to keep the commits' own authors"
+    )
     match = _IDENTITY.match(text.strip())
     if match is None:
-        raise SeriesError(f"{shown} is not an identity of the form 'Name <email>'; {_fix(given_as)}")
+        raise SeriesError(f"{shown} is not an identity of the form 'Name <email>'; {fix}")
     if is_placeholder(match.group("email")):
-        raise SeriesError(f"{shown} has an @invalid placeholder address; {_fix(given_as)}")
+        raise SeriesError(f"{shown} has an @invalid placeholder address; {fix}")
     return match.group("name"), match.group("email")
 
 
-def _fix(given_as: str) -> str:
-    if given_as == "--author":
-        return "pass --author 'Your Name <you@example.com>'"
-    return f"set {given_as} to 'Your Name <you@example.com>', or unset it to keep the commits' own authors"
-
-
 def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
-    """Refuse to export ``repo`` into a series whose ``base.toml`` pins another base than its branch ``base``: the
-    series would be replaced by patches against that other base (the sdist tree's export over the forward series).
-    The base is known by the record ``edit`` wrote, else by its commit (the
-    pinned commit, the sdist's base commit, or the tag of the pinned release in the person's own clone)."""
+    """Refuse to export ``repo`` into a series whose ``base.toml`` pins another base than its branch ``base``, known
+    by the record ``edit`` wrote, else by its commit (the pinned commit, the sdist's base commit, or the pinned tag)."""
     record = BaseRecord.read(repo)
     commit = git("rev-parse", "--verify", "--quiet", f"{BASE_REF}^{{commit}}", cwd=repo, check=False).stdout.strip()
     if not commit:
@@ -211,7 +242,7 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
         remedy = f"export it into that series ({ws.command_on(record.patches, 'export', '--tree', repo)})"
     else:
         tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=repo, check=False)
-        if commit and commit in (pin.commit or pin.base_commit, tagged.stdout.strip() if pin.tag else ""):
+        if commit in (pin.commit or pin.base_commit, tagged.stdout.strip() if pin.tag else ""):
             return
         where = f"commit {commit[:12]}"
         remedy = f"export it into the series of its base (--patches DIR), or tag its base if it is {pin.where}"
@@ -223,13 +254,10 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
 
 
 def _refuse_work_beyond(worktree: Path, branch: str, label: str) -> None:
-    """Refuse a worktree whose HEAD holds commits on top of the exported branch that export would silently leave out
-    (a ``git checkout -b wip`` or a detached HEAD, committed on)."""
+    """Refuse commits at a worktree's HEAD on top of the exported branch (a ``checkout -b wip``, a detached HEAD)."""
     head = git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
-    if head == branch:
+    if head == branch or git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode:
         return
-    if git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode != 0:
-        return  # another line of work, not built on this branch
     beyond = out("rev-list", f"{branch}..HEAD", cwd=worktree).split()
     if beyond:
         where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
@@ -241,9 +269,8 @@ def _refuse_work_beyond(worktree: Path, branch: str, label: str) -> None:
 
 
 def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> None:
-    """Refuse a commit that changes no file (its patch would have no diff, which ``git am`` and the series' reader
-    refuse), and a commit message with a line where ``git am`` ends the message and looks for the diff (``---``,
-    ``diff -``, ``Index: ``): applied, the patch would lose the rest of its message, and be drift for good."""
+    """Refuse a commit that changes no file, and a message line where ``git am`` ends a message (``---``, ``diff -``,
+    ``Index: ``): applied, the patch would lose the rest of its message."""
     rebase = shell("git", "-C", repo, "rebase", "-i", base_label)
     for commit in out("rev-list", "--reverse", commits, cwd=repo).split():
         message = git("cat-file", "commit", commit, cwd=repo).stdout.split("\n\n", 1)[-1]
@@ -253,24 +280,14 @@ def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> N
                 f"commit {commit[:12]} ({subject}) changes no file: its patch would have no diff, which `git am` "
                 f"cannot apply; drop it ({rebase}, `drop`); nothing was written"
             )
-        body = message.split("\n\n", 1)[1] if "\n\n" in message else ""  # the first paragraph is the subject
-        cut = next((line for line in body.splitlines() if _ends_message(line)), None)
+        body = message.split("\n\n", 1)[1] if "\n\n" in message else ""
+        cut = next((line for line in body.splitlines() if _PATCH_BREAK.match(line)), None)
         if cut is not None:
             raise SeriesError(
                 f"commit {commit[:12]} ({subject}) has the line {cut!r} in its message, where `git am` ends a message "
                 f"and starts the diff: applied, the patch would lose the rest of it; reword it ({rebase}, `reword`), "
                 "e.g. indent that line; nothing was written"
             )
-
-
-def _ends_message(line: str) -> bool:
-    """Whether ``git am`` (git mailinfo's ``patchbreak``) takes ``line`` of a message for the start of the diff."""
-    if line.startswith(("diff -", "Index: ")):
-        return True
-    if not line.startswith("---"):
-        return False
-    rest = line[3:]
-    return (rest.startswith(" ") and rest[1:2] not in ("", " ", "\t")) or not rest.strip()
 
 
 def is_placeholder(identity: str) -> bool:
@@ -284,11 +301,10 @@ def _from(patch: Path) -> str:
     return " ".join(match.group("identity").split()) if match else ""
 
 
-def _authored(repo: Path, base: str, branch: str, author: str, tmp: str) -> tuple[Path, str]:
-    """A scratch clone holding ``base..branch`` re-committed with ``author`` (messages, trees and author dates kept),
-    and the range of those commits; ``repo`` itself is not changed."""
+def _authored(repo: Path, base: str, branch: str, author: str, tmp: Path) -> tuple[Path, str]:
+    """A scratch clone holding ``base..branch`` re-committed with ``author``, and the range of those commits."""
     name, email = parse_identity(author)
-    scratch = Path(tmp) / "authored"
+    scratch = tmp / "authored"
     git("clone", "--quiet", "--shared", "--no-checkout", repo, scratch)
     commits = out("rev-list", "--reverse", f"{base}..{branch}", cwd=repo).split()
     start = parent = out("rev-parse", f"{commits[0]}^", cwd=repo)
@@ -299,77 +315,6 @@ def _authored(repo: Path, base: str, branch: str, author: str, tmp: str) -> tupl
         tree = out("rev-parse", f"{commit}^{{tree}}", cwd=repo)
         parent = git("commit-tree", tree, "-p", parent, cwd=scratch, env=identity, stdin=message).stdout.strip()
     return scratch, f"{start}..{parent}"
-
-
-def _refuse_overwriting_unlisted(patches_dir: Path, staging: Path, unlisted: list[str]) -> None:
-    """A file an export would write over that ``series`` does not list is a contributor's: refuse to change it."""
-    clobbered = [
-        name
-        for name in unlisted
-        if (patches_dir / name).exists() and (patches_dir / name).read_bytes() != (staging / name).read_bytes()
-    ]
-    if clobbered:
-        raise SeriesError(
-            f"export would overwrite {', '.join(clobbered)}, which series does not list (a file of yours?); move "
-            f"it out of {patches_dir} and re-run"
-        )
-
-
-def _refuse_losing(
-    repo: Path, base: str, branch: str, patches_dir: Path, staging: Path, names: list[str], listed: list[str],
-    droppable: tuple[str, ...],
-) -> None:  # fmt: skip
-    """Refuse an export that would remove or overwrite a file ``series`` lists that no export can be shown to have
-    written (:mod:`patchseries.ownership`); a patch that only loses its hunks for the ``droppable`` files its base
-    lacks (``--drop-missing``) is replaced by its export."""
-    consented = [n for n in names if droppable and _drops_only(patches_dir / n, staging / n, repo, base, droppable)]
-    at_stake = [name for name in listed if name not in consented]
-    written = [staging / name for name in names]
-    lost = unexported(patches_dir, at_stake, written, repo, base, branch, lambda commit: _exported(repo, commit))
-    if lost:
-        raise SeriesError(_losing(lost, repo, branch, base.removeprefix("refs/heads/")))
-
-
-def _exported(repo: Path, commit: str) -> bytes:
-    """The bytes an export without ``--author`` writes for ``commit`` of ``repo``."""
-    return format_one(repo, commit).encode(errors=ENCODING_ERRORS)
-
-
-def _drops_only(old: Path, new: Path, repo: Path, base: str, lacks: tuple[str, ...]) -> bool:
-    """Whether the patch ``new`` is ``old`` less its hunks for files ``base`` of ``repo`` lacks, and nothing else:
-    what ``--drop-missing`` allows an export to drop (compared as the drift check compares)."""
-    try:
-        lost = [p for p in parse_patch(old).touched_existing if p.startswith(lacks) and not has_path(repo, p, base)]
-    except (SeriesError, OSError):
-        return False
-    texts = [path.read_text(errors=ENCODING_ERRORS) for path in (old, new)]
-    return bool(lost) and _comparable(texts[0], lost) == _comparable(texts[1], [])
-
-
-def _losing(lost: list[Unexported], repo: Path, branch: str, base_label: str) -> str:
-    """The refusal of an export that would remove or overwrite files of ``lost``, naming the first and its remedies
-    (each runs as written): put a patch of the person's on the branch, or keep a copy of the file."""
-    first, label = lost[0], branch.removeprefix("refs/heads/")
-    others = [u.path.name for u in lost[1:]]
-    more = f" (and {len(others)} more: {', '.join(others[:3])}{', ...' if len(others) > 3 else ''})" if others else ""
-    keep = f"keep a copy of it ({shell('cp', first.path, kept_path(first.path))}) and export again"
-    if first.on_branch:
-        why = f"its change is commit {first.on_branch[:12]} of {label}, whose patch differs from it (edited by hand?)"
-        remedy = f"to keep your edits, make them on {label} first (git rebase -i {base_label}), or {keep}"
-    else:
-        why = "a patch of yours?"
-        checked_out = git("symbolic-ref", "--quiet", "HEAD", cwd=repo, check=False).stdout.strip() == branch
-        am = f" ({shell('git', '-C', repo, 'am', '--3way', first.path)})" if checked_out else " (git am)"
-        remedy = f"put it on {label}{am} and export again, or {keep}"
-    return (
-        f"export would {'overwrite' if first.overwritten else 'remove'} {first.path}{more}, which series lists but "
-        f"which neither an export of branch {label} of {repo} wrote nor git holds: {why}; {remedy}; nothing was written"
-    )
-
-
-def format_one(repo: Path, commit: str) -> str:
-    """The patch file that :func:`export_series` writes for ``commit`` (empty for a merge or an empty commit)."""
-    return git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--stdout", "-1", commit, cwd=repo).stdout
 
 
 @dataclass
@@ -388,15 +333,9 @@ def drift_report(
     base: str = BASE_REF,
     reexport: str = tool_command("export"),
 ) -> DriftReport:
-    """Re-apply the committed patches to a scratch clone of the base, re-export them, and list every difference.
-
-    Each patch must also apply with no whitespace error (``git apply --check --whitespace=error``). On a base that
-    lacks some upstream paths (``lacks``: the sdist has no ``docs/`` or upstream ``tests/``), the hunks for files the
-    base does not have are left out, as :func:`patchseries.apply.apply_series` leaves them out, and reported as
-    unchecked: the commit message and every other hunk must still equal a fresh export, byte for byte. Checking on a
-    full upstream tree (``lacks=()``) checks everything. ``reexport``: the command that writes the series again, as
-    each problem names it (with the run's own options: ``patchseries.cli``).
-    """
+    """Apply the patches to a scratch clone of the base with no whitespace error, export them again, and list every
+    difference; hunks for files the base lacks (``lacks``) are left out, as applying leaves them out, and reported as
+    unchecked. ``reexport``: the command that writes the series again, as each problem names it."""
     if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=base_repo, check=False).returncode != 0:
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it (git fetch --tags)")
     report = DriftReport()
@@ -419,7 +358,7 @@ def drift_report(
                 report.problems.append(crlf_problem(patch.path, reexport))
                 source = Path(tmp) / patch.name
                 source.write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
-            # cr-at-eol: a file's CRLF line endings are its own, no whitespace error
+            # cr-at-eol: a file's own CRLF line endings are no whitespace error
             check = git("-c", "core.whitespace=cr-at-eol", "apply", "--check", "--whitespace=error", *excludes, source,
                         cwd=scratch, check=False)  # fmt: skip
             if check.returncode != 0:
@@ -430,20 +369,15 @@ def drift_report(
                 env=TOOL_IDENTITY)  # fmt: skip
             applied.append(patch)
         exported = Path(tmp) / "exported"
-        exported.mkdir()
         export_series(scratch, exported, branch="drift-check", base="drift-base")
         report.problems += _differences(patches, applied, patches_dir, exported, report.unchecked, reexport)
     return report
 
 
 def _differences(
-    patches: list[Patch],
-    applied: list[Patch],
-    patches_dir: Path,
-    exported: Path,
-    unchecked: dict[str, list[str]],
+    patches: list[Patch], applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]],
     reexport: str,
-) -> list[str]:
+) -> list[str]:  # fmt: skip
     committed = [p.name for p in applied]
     fresh = sorted(p.name for p in exported.glob("*.patch"))
     renumbered = applied != patches  # a patch that changes only files this base lacks was skipped: numbers moved
@@ -452,13 +386,10 @@ def _differences(
         return [f"patch names differ from a fresh export: {committed} vs {fresh}"]
     problems = []
     for name, fresh_name in zip(committed, fresh, strict=True):
-        old, new = (
-            (folder / n).read_text(errors=ENCODING_ERRORS)
-            for folder, n in ((patches_dir, name), (exported, fresh_name))
-        )
+        old, new = ((d / n).read_text(errors=ENCODING_ERRORS) for d, n in ((patches_dir, name), (exported, fresh_name)))
         left_out = unchecked.get(name)
         if (_comparable(old, left_out) != _comparable(new, [])) if left_out else old != new:
-            keep = shell("cp", patches_dir / name, kept_path(patches_dir / name))  # export refuses to lose its bytes
+            keep = shell("cp", patches_dir / name, kept_path(patches_dir / name))  # export replaces a file kept so
             problems.append(
                 f"{name} differs from a fresh export; keep a copy and re-export it with `{keep} && {reexport}`"
             )
@@ -466,9 +397,8 @@ def _differences(
     if "\r" in series:
         problems.append(crlf_problem(patches_dir / "series", reexport, name="series file"))
     elif renumbered:  # the fresh series lacks the skipped patches: check the committed one's form instead
-        numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]
         expected = SERIES_HEADER + "".join(f"{p.name}\n" for p in patches)
-        if [p.name[:5] for p in patches] != numbered or series != expected:
+        if [p.name[:5] for p in patches] != [f"{i:04d}-" for i in range(1, len(patches) + 1)] or series != expected:
             problems.append(f"series file or patch numbers differ from what export writes; re-export with `{reexport}`")
     elif series != (exported / "series").read_text():
         problems.append(f"series file differs from a fresh export; re-export with `{reexport}`")
@@ -476,10 +406,6 @@ def _differences(
 
 
 def _comparable(text: str, left_out: list[str]) -> tuple[str, list[str]]:
-    """A patch's message and its per-file diffs, less those of ``left_out``.
-
-    The diffstat is dropped: it counts the left-out files too.
-    """
+    """A patch's message and its per-file diffs less those of ``left_out`` (the diffstat counts them too)."""
     head, _, rest = text.partition("\n---\n")
-    sections = file_sections(rest)
-    return head, [section for section in sections if section_path(section) not in left_out]
+    return head, [section for section in file_sections(rest) if section_path(section) not in left_out]

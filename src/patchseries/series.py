@@ -1,7 +1,8 @@
-"""The ordered patch list (``patches/series``, quilt style) and what each patch touches."""
+"""The ordered patch list (``patches/series``, quilt style), its patch files, and the one reader of their diffs."""
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import re
@@ -10,7 +11,6 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from patchseries.atomic import finish_rewrite
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, has_path
 from patchseries.lock import series_lock
@@ -20,7 +20,6 @@ _FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
 _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
-_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _SUBJECT = re.compile(r"^Subject: (?:\[[^\]]*\] )?(.*)$")
 _TRAILER = re.compile(r"^([A-Z][A-Za-z-]+): (.+)$")
 _MESSAGE_START = re.compile(r"(?m)^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")  # git format-patch's first line
@@ -54,12 +53,7 @@ class Patch:
 
 
 def read_series(series_file: Path) -> list[Patch]:
-    """Read the series file and parse every patch it names, refusing a missing or malformed one.
-
-    Each line names one patch file of the series directory, once; an empty series is refused too, before any work.
-    An export that an interrupt left half-done is completed first, so the series read is the old one or the new one.
-    """
-    finish_rewrite(series_file.parent)
+    """Every patch the series file lists, parsed; refuses a missing, repeated, outside or malformed one, or none."""
     if not series_file.is_file():
         raise SeriesError(f"series file {series_file} does not exist")
     directory = series_file.parent.resolve()
@@ -94,9 +88,7 @@ def read_series(series_file: Path) -> list[Patch]:
 
 
 def snapshot_series(folder: Path, into: Path) -> list[Patch]:
-    """The series of ``folder`` read once and held: its patches and ``base.toml`` copied into ``into`` under the
-    folder's lock (which ``export`` and ``forward`` hold while they write it), so that a command that works from them
-    for minutes sees one series throughout, whatever is written to ``folder`` meanwhile."""
+    """The series of ``folder`` read once under its lock and copied with ``base.toml`` into ``into``: held for a run."""
     with series_lock(folder):
         patches = read_series(folder / "series")
         into.mkdir(parents=True)
@@ -105,9 +97,7 @@ def snapshot_series(folder: Path, into: Path) -> list[Patch]:
 
 
 def listed_names(series_file: Path) -> list[str]:
-    """The file names of the patches ``series_file`` lists (none if it does not exist), each spelling resolved to the
-    file of the series folder it names (``./0001-x.patch`` is ``0001-x.patch``), without reading the patches: what an
-    export replaces. A name outside the folder is none of its files."""
+    """The names of the folder's files that the series file lists, without reading them."""
     if not series_file.is_file():
         return []
     names = (os.path.normpath(name) for _, name in _listed(series_file))
@@ -115,12 +105,8 @@ def listed_names(series_file: Path) -> list[str]:
 
 
 def _listed(series_file: Path) -> list[tuple[int, str]]:
-    """The line number and the name of each patch the series file lists, as written: the one reader of that file.
-
-    A line that is not UTF-8 is refused by name (its patch names would be misread); ``#`` starts a comment.
-    """
-    try:
-        # a byte order mark some editors write would otherwise be part of the first patch's name
+    """The line number and name of each patch the series file lists, as written; ``#`` starts a comment."""
+    try:  # a byte order mark would otherwise be part of the first name
         lines = series_file.read_bytes().decode().removeprefix("\ufeff").splitlines()
     except UnicodeDecodeError as exc:
         raise SeriesError(
@@ -128,13 +114,13 @@ def _listed(series_file: Path) -> list[tuple[int, str]]:
         ) from None
     names = [(number, line.split("#", 1)[0].strip()) for number, line in enumerate(lines, 1)]
     for number, name in names:
-        if any(ord(char) < 32 for char in name):  # a NUL would end in a traceback, and no patch is named so
+        if any(ord(char) < 32 for char in name):
             raise SeriesError(f"{series_file} line {number} is not a file name: {name!r}; list the patch file names")
     return [(number, name) for number, name in names if name]
 
 
 def parse_patch(path: Path) -> Patch:
-    """Parse a ``git format-patch`` file; raise if it is not one or if git cannot read its diff."""
+    """Parse a ``git format-patch`` file; raise if it is not one (one patch a file) or if git cannot read its diff."""
     text = path.read_text(errors="replace")
     lines = text.splitlines()
     subject = _subject(lines)
@@ -153,7 +139,7 @@ def parse_patch(path: Path) -> Patch:
     if subject is None or not changes:
         raise SeriesError(f"{path.name} is not a git format-patch file (no Subject: header or no diff)")
     messages = len(_MESSAGE_START.findall(text))
-    if messages > 1:  # `git am` would apply each as a commit of its own, where the series counts one patch
+    if messages > 1:  # `git am` would make a commit of each
         raise SeriesError(f"{path.name} holds {messages} patches; git format-patch writes one a file: split it")
     check = git("apply", "--numstat", path, check=False)
     if check.returncode != 0:
@@ -163,12 +149,12 @@ def parse_patch(path: Path) -> Patch:
 
 
 def author_header(text: str) -> re.Match[str] | None:
-    """The ``From:`` header of a patch file's text (its mail headers only: a ``From:`` line of its message is not)."""
+    """The ``From:`` header of a patch file's mail headers (not a ``From:`` line of its message)."""
     return FROM_HEADER.search(text.split("\n\n", 1)[0])
 
 
 def without_author(patch: bytes) -> bytes:
-    """A patch file's bytes less its ``From:`` header, which an export's ``--author`` sets: the rest is the commit's."""
+    """A patch file's bytes less its ``From:`` header (what ``--author`` sets; the rest is the commit's)."""
     text = patch.decode(errors="surrogateescape")
     found = author_header(text)
     return patch if found is None else (text[: found.start()] + text[found.end() :]).encode(errors="surrogateescape")
@@ -181,11 +167,7 @@ def has_crlf(patch: Path) -> bool:
 
 
 def crlf_problem(path: Path, reexport: str | None = None, name: str | None = None) -> str:
-    """What ``check`` (a drift) and ``wheels`` (a refusal) say of the file at ``path`` (a patch, or ``series``)
-    converted to CRLF line endings (:func:`has_crlf`): one wording, one remedy. The conversion back comes first, as it
-    works as written whether or not an edit tree exists to export from; ``reexport``:
-    the export command, with the run's own options (``Workspace.command("export")``); by default the tool's command
-    without them."""
+    """What ``check`` and ``wheels`` say of a patch or ``series`` file converted to CRLF, with both remedies."""
     convert = f"perl -pi -e 's/\\r$//' {shlex.quote(str(path))}"
     return (
         f"{name or path.name} has CRLF line endings, which export does not write; convert it back with `{convert}`, "
@@ -194,29 +176,23 @@ def crlf_problem(path: Path, reexport: str | None = None, name: str | None = Non
 
 
 def keep_cr(patch: Path) -> list[str]:
-    """``git am``'s option for ``patch``: ``--keep-cr``, so that a line of a file that ends in CR keeps it (without it
-    `git am` strips the CR, and the file applied is not the one exported); not for a patch file
-    converted to CRLF line endings, whose CRs are no file's."""
+    """``git am``'s ``--keep-cr`` (a file's own CRs), unless the patch file itself was converted to CRLF."""
     return [] if has_crlf(patch) else ["--keep-cr"]
 
 
 def dropped_hunks(
     repo: Path, base: str, committed: list[Patch], lacks: tuple[str, ...], exported: list[Path] | None = None
 ) -> list[str]:
-    """``"<patch>'s hunks for <paths>"`` for each ``committed`` patch that changes files ``base`` of ``repo`` lacks:
-    what an export of ``repo`` would drop (``exported``: the patches it made, which name a file one of its commits
-    adds there).
+    """``"<patch>'s hunks for <paths>"`` for each ``committed`` patch that changes files under ``lacks`` that
+    ``base`` of ``repo`` does not have: what an export of ``repo`` would drop (``exported``: the patches it made).
 
-    A tree whose base lacks those files (the sdist tree) never had those hunks, so nothing it exports can carry them:
-    the whole committed series is compared, not patch by patch, so that a reworded subject or a patch that changes
-    only such files (which applying skipped) cannot hide a loss. A file that a commit of the tree adds at such a path
-    (a placeholder) is not upstream's either, so it hides nothing; only a file the series itself adds before the patch
-    that changes it is not lost.
+    The whole committed series is compared, so that a reworded or skipped patch cannot hide a loss; a file an earlier
+    patch of the series adds is the series' own, not lost; a file a commit of the tree adds there hides nothing.
     """
     if not lacks:
         return []
     exported_new = {path for patch in exported or [] for path in parse_patch(patch).new_files}
-    added_by_series: set[str] = set()  # a file an earlier patch of the series adds is the series', not upstream's
+    added_by_series: set[str] = set()
     dropped = []
     for old in committed:
         lost = [
@@ -232,12 +208,8 @@ def dropped_hunks(
 
 
 def diff_paths(line: str) -> tuple[str, str] | None:
-    """The old and new path of a ``diff --git`` header line, or ``None`` if ``line`` is not one.
-
-    Git writes a path with a space as it is (``diff --git a/my file.py b/my file.py``), so the two halves are told
-    apart by being equal, as they are for every change but a rename (which the series' export never writes). A path
-    with a quote, a backslash, a control or a non-ASCII character is C-quoted (``"a/caf\\303\\251.py"``).
-    """
+    """The old and new path of a ``diff --git`` line, or ``None``: equal halves (a path may have a space), else
+    C-quoted ones, else a rename without spaces."""
     if not line.startswith("diff --git "):
         return None
     rest = line[len("diff --git ") :]
@@ -248,7 +220,7 @@ def diff_paths(line: str) -> tuple[str, str] | None:
         half = (len(rest) - 1) // 2
         old, new = rest[:half], rest[half + 1 :]
         if rest[half : half + 1] != " " or old[2:] != new[2:]:
-            different = _DIFFERENT_PATHS.match(rest)  # a rename written by another tool: paths without spaces
+            different = _DIFFERENT_PATHS.match(rest)  # a rename written by another tool
             if different is None:
                 return None
             old, new = different.groups()
@@ -258,16 +230,19 @@ def diff_paths(line: str) -> tuple[str, str] | None:
 
 
 def file_sections(diff: str) -> list[str]:
-    """The per-file sections of a patch's diff, each from its ``diff --git`` line to the next (text before the first,
-    such as a message and a diffstat, is dropped)."""
+    """The per-file sections of a diff, each from its ``diff --git`` line to the next."""
     return _FILE_SECTION_START.split(diff)[1:]
 
 
+def section_path(section: str) -> str:
+    """The (new) path a section of :func:`file_sections` changes, or ``""``."""
+    paths = diff_paths(section.split("\n", 1)[0])
+    return paths[1] if paths else ""
+
+
 def hunks(section: str) -> list[list[tuple[str, int, str]]]:
-    """The tool's one reader of diff hunks: the hunks of ``section`` (one file's part of a unified diff), each as its
-    lines ``(marker, number, text)``: the marker (`` ``, ``+`` or ``-``), the line's number in the new file (for a
-    ``-`` line, the number the next new line has) and its text. Each hunk is as long as its header says, so
-    that a line after the last one (format-patch's signature ``-- ``) is never read as one of its lines."""
+    """The one reader of diff hunks: each hunk of a section as ``(marker, number in the new file, text less CR)``,
+    as long as its header says (format-patch's signature after the last is no line of it)."""
     result = []
     lines = iter(section.split("\n"))
     for line in lines:
@@ -292,29 +267,9 @@ def hunks(section: str) -> list[list[tuple[str, int, str]]]:
     return result
 
 
-def section_path(section: str) -> str:
-    """The path a section of :func:`file_sections` changes (the new path of a rename), or ``""`` if its header is not
-    a ``diff --git`` line."""
-    paths = diff_paths(section.split("\n", 1)[0])
-    return paths[1] if paths else ""
-
-
 def _unquote(text: str) -> str:
-    """Undo git's C-style quoting of a path: backslash escapes, and octal escapes for the bytes of UTF-8."""
-    data = bytearray()
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char != "\\":
-            data += char.encode()
-            index += 1
-        elif text[index + 1 : index + 2].isdigit():
-            data.append(int(text[index + 1 : index + 4], 8))
-            index += 4
-        else:
-            data.append(_C_ESCAPES.get(text[index + 1 : index + 2], ord(text[index + 1 : index + 2] or "\\")))
-            index += 2
-    return data.decode("utf-8", errors="replace")
+    """Undo git's C quoting of a path (backslash and octal escapes, the latter for the bytes of UTF-8)."""
+    return codecs.escape_decode(text.encode())[0].decode("utf-8", errors="replace")
 
 
 def fingerprint(patches: list[Patch]) -> str:
@@ -326,7 +281,7 @@ def fingerprint(patches: list[Patch]) -> str:
 
 
 def _subject(lines: list[str]) -> str | None:
-    """The ``Subject:`` header without its ``[PATCH]`` prefix, unfolded (long subjects continue on indented lines)."""
+    """The ``Subject:`` header without its ``[PATCH]`` prefix, unfolded."""
     for index, line in enumerate(lines):
         match = _SUBJECT.match(line)
         if match:
