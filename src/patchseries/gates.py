@@ -1,9 +1,7 @@
-"""Upstream checkout mode's gates: the series meets Lightning's own checks, judged against the base.
+"""Upstream checkout mode's gates: Lightning's own tests, mypy, Sphinx and pre-commit hooks on the base and the series.
 
-Upstream's tests of the changed code, mypy, Sphinx on the changed docs pages and upstream's pre-commit hooks on PyPI
-(ruff among them) run on the series and on the base, in a throwaway clone (fixers never touch the tree). Only what the
-base does not have fails, counted (a second copy of a problem the base has once is new); a check that fails without
-naming a file (it crashed) fails whatever the base does.
+Each runs in a throwaway clone of the tree (fixers never touch it); only what the base does not have fails, counted (a
+second copy of a problem the base has once is new), and a check that fails naming no file (a crash) fails regardless.
 """
 
 from __future__ import annotations
@@ -200,7 +198,9 @@ def run_static_gates(ws: Workspace, env: Environment, tree: Path, log: Log) -> l
     if not sources:
         return []
     log(f"static gates: mypy on {len(sources)} changed files")
-    mypy = [str(env.python), "-m", "mypy", "--follow-imports=silent", "--no-incremental", "--no-install-types"]
+    # never install stubs into the job's environment (upstream's config says install_types, non_interactive)
+    mypy = [str(env.python), "-m", "mypy", "--follow-imports=silent", "--no-incremental", "--no-install-types",
+            "--interactive"]  # fmt: skip
     return before_after(tree, sources, lambda root, files: {"mypy": (len(files), findings(mypy, root, files))})
 
 
