@@ -10,17 +10,24 @@ from patchseries.acceptance import Installed
 from patchseries.apply import ApplyResult, tool_tree
 from patchseries.base import BaseSource, BaseTree, resolve_source
 from patchseries.changed_lines import ChangedLines, measure_tree
-from patchseries.docs import DOCS_REQUIREMENTS, changed_pages, run_docs_gate
 from patchseries.environment import ensure_environment
+from patchseries.gates import (
+    DOCS_REQUIREMENTS,
+    Comparison,
+    changed_pages,
+    requirement_args,
+    run_docs_gate,
+    run_hooks,
+    run_static_gates,
+    run_upstream_tests,
+)
 from patchseries.harness import series_test_files, write_harness
-from patchseries.hooks import run_hooks
 from patchseries.paths import Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
 from patchseries.series import Patch, read_series
 from patchseries.testrun import TestOutcome, changed_source_files, run_tests
 from patchseries.trees import BASE_REF, recording
-from patchseries.upstream import Comparison, requirement_args, run_static_gates, run_upstream_tests
 
 
 @dataclass(frozen=True)
