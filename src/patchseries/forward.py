@@ -1,30 +1,29 @@
 """`forward` and `check --onto`: the release series tried, patch by patch, on another upstream commit.
 
-`forward` writes the forward series (``patches/master/``): a patch upstream has is *already upstream*, one marked
-``Upstream-Status: Inappropriate`` is *release only*; every other is re-applied without its CHANGELOG hunks (they never
-apply across releases), its entries added again under their heading of the target's unreleased section, its DEP-3
-trailers dropped (the forward patches are pull requests). One conflict and nothing is written.
+`forward` writes the forward series (``patches/master/``), pull requests: each patch upstream lacks, not marked
+``Upstream-Status: Inappropriate``, without DEP-3 trailers, its CHANGELOG entries re-placed under their heading of the
+target's unreleased section (CHANGELOG hunks never apply across releases). One conflict and nothing is written.
 """
 
 from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from patchseries import apply, interrupts, pin, trees
+from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, out, patch_id_of_file, patch_ids
+from patchseries.interrupts import stage
 from patchseries.paths import tool_command
+from patchseries.pin import Pin
 from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path
+from patchseries.trees import refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
-_UNRELEASED = re.compile(r"^## \[unreleased\]", re.IGNORECASE)
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): ")
 # DEP-3's fields (and Bug-Debian, ...): the release series carries them, upstream's commits do not
 DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Description")
@@ -32,9 +31,7 @@ _DEP3 = re.compile(rf"^({'|'.join(DEP3_KEYS)}|Bug-[A-Za-z]+): ")
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
-class Outcome(NamedTuple):
-    """What became of a patch: "already upstream", "release only", "forwarded", "applies cleanly" or "conflicts"."""
-
+class Outcome(NamedTuple):  # status: "already upstream", "release only", "forwarded", "applies cleanly", "conflicts"
     patch: str
     status: str
     detail: str = ""
@@ -44,41 +41,35 @@ def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch]) -> li
     """Each patch tried in order on ``ref`` of ``upstream``; ``since`` bounds the search for equal upstream commits."""
     onto = _commit(upstream, ref, f"{upstream} has no ref {ref!r}; fetch it first or pass another --onto")
     ids = dict(patch_ids(upstream, f"{since}..{onto}", paths=_paths(patches), check=False))
-    with _scratch(upstream, onto) as repo:
+    with tempfile.TemporaryDirectory(prefix="patchseries-onto-") as tmp:
+        repo = _clone(upstream, onto, Path(tmp))
         return [_try(repo, patch, ids) for patch in patches]
 
 
 def forward_series(
-    upstream: Path,
-    release: pin.Pin,
-    release_patches: list[Patch],
-    target: pin.Pin,
-    out_dir: Path,
-    author: str | None = None,
+    upstream: Path, release: Pin, patches: list[Patch], target: Pin, out_dir: Path, author: str | None = None,
     check: str = tool_command("check"),
-) -> list[Outcome]:
-    """Write the forward series of ``release_patches`` onto ``target.commit`` of ``upstream`` into ``out_dir`` (its
-    other files kept). ``author``: every patch's ``From:``; ``check``: the remedy for a patch that misses its tag."""
+) -> list[Outcome]:  # fmt: skip
+    """Write the forward series of ``patches`` onto ``target.commit`` into ``out_dir``, whose other files are kept."""
     upstream, out_dir = upstream.resolve(), out_dir.resolve()
-    trees.refuse_operation_in_progress(upstream)  # its refs may be anywhere until the operation ends
-    release_patches = [replace(patch, path=patch.path.absolute()) for patch in release_patches]
+    refuse_operation_in_progress(upstream)  # its refs may be anywhere until the operation ends
+    patches = [replace(patch, path=patch.path.absolute()) for patch in patches]
     fetch = "; fetch it (git fetch origin --tags) and re-run"
     tag = _commit(upstream, f"refs/tags/{release.tag}", f"{upstream} lacks the release's tag {release.tag}{fetch}")
     onto = _commit(upstream, target.commit, f"{upstream} lacks the target ({target.commit}){fetch}")
-    with _scratch(upstream, tag) as repo:
-        interrupts.stage("forward-scratch")
-        entries = {patch.name: _entries(repo, patch, release.tag, check) for patch in release_patches}  # in order
+    with tempfile.TemporaryDirectory(prefix="patchseries-forward-") as tmp:
+        repo = _clone(upstream, tag, Path(tmp))
+        stage("forward-scratch")
+        entries = {patch.name: _entries(repo, patch, release.tag, check) for patch in patches}  # in series order
         git("checkout", "--quiet", "-B", "forward", onto, cwd=repo)
-        ids = dict(patch_ids(repo, f"{tag}..{onto}", paths=_paths(release_patches)))
-        results = [_forward_one(repo, patch, entries[patch.name], ids) for patch in release_patches]
+        ids = dict(patch_ids(repo, f"{tag}..{onto}", paths=_paths(patches)))
+        results = [_forward_one(repo, patch, entries[patch.name], ids) for patch in patches]
         if any(r.status == "conflicts" for r in results):
             return results
         if not any(r.status == "forwarded" for r in results):
             raise SeriesError(f"no patch of the series is left to forward onto {target.commit[:12]}")
-        export_series(
-            repo, out_dir, branch="forward", base=onto, author=author, refuse_placeholder_authors=True,
-            replace_unexported=True,
-        )  # fmt: skip
+        export_series(repo, out_dir, branch="forward", base=onto, author=author, refuse_placeholder_authors=True,
+                      replace_unexported=True)  # fmt: skip
     return results
 
 
@@ -93,14 +84,11 @@ def _paths(patches: list[Patch]) -> list[str]:  # an upstream commit that change
     return sorted({change.path for patch in patches for change in patch.changes})
 
 
-@contextmanager
-def _scratch(upstream: Path, commit: str) -> Iterator[Path]:
-    """A throwaway clone of ``upstream`` (its objects shared) at ``commit``: ``upstream`` is only read."""
-    with tempfile.TemporaryDirectory(prefix="patchseries-forward-") as tmp:
-        repo = Path(tmp) / "tree"
-        git("clone", "--quiet", "--shared", "--no-checkout", upstream, repo)
-        git("checkout", "--quiet", "--detach", commit, cwd=repo)
-        yield repo
+def _clone(upstream: Path, commit: str, tmp: Path) -> Path:
+    """A clone of ``upstream`` at ``commit`` in ``tmp``, its objects shared: ``upstream`` is only read."""
+    git("clone", "--quiet", "--shared", "--no-checkout", upstream, tmp / "tree")
+    git("checkout", "--quiet", "--detach", commit, cwd=tmp / "tree")
+    return tmp / "tree"
 
 
 def _try(repo: Path, patch: Patch, upstream_ids: dict[str, str], *am_options: str) -> Outcome:
@@ -116,19 +104,17 @@ def _try(repo: Path, patch: Patch, upstream_ids: dict[str, str], *am_options: st
     proc = git("am", "--3way", *keep_cr(patch.path), *am_options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode == 0:
         return Outcome(patch.name, "applies cleanly")
-    files = apply.failed_files(repo, proc)
-    apply.abort_am(repo)  # the next patch is tried on its own
+    files = failed_files(repo, proc)
+    abort_am(repo)  # the next patch is tried on its own
     return Outcome(patch.name, "conflicts", ", ".join(files) or failure_cause(proc))
 
 
-def _forward_one(
-    repo: Path, patch: Patch, entries: list[tuple[str, str, str]], upstream_ids: dict[str, str]
-) -> Outcome:
+def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]], ids: dict[str, str]) -> Outcome:
     status = dict(patch.trailers).get("Upstream-Status", "")
     if status.startswith("Inappropriate"):  # DEP-3: a release-only workaround, which upstream will not take
         return Outcome(patch.name, "release only", status.removeprefix("Inappropriate").strip(" []"))
     changelogs = [f"--exclude={change.path}" for change in patch.changes if _CHANGELOG.search(change.path)]
-    result = _try(repo, patch, upstream_ids, *changelogs)
+    result = _try(repo, patch, ids, *changelogs)
     if result.status != "applies cleanly":
         return result
     for changelog, heading, text in entries:
@@ -187,14 +173,14 @@ def changelog_entries(text: str) -> list[tuple[str, int, str]]:
 def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     """Add ``entry`` at the end of ``heading``'s list in the unreleased section, as a pull request does (in place of a
     ``-`` placeholder; a missing heading added in Keep a Changelog's order); False if the section has it already."""
-    if not (repo / changelog).is_file():
-        raise SeriesError(f"the target has no {changelog} to add the series' entries to")
-    text = (repo / changelog).read_bytes().decode()
+    text = (repo / changelog).read_bytes().decode() if (repo / changelog).is_file() else ""
     newline = "\r\n" if "\r\n" in text else "\n"  # the file's line endings: the diff is the entry alone
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if _UNRELEASED.match(line)), None)
+    start = next((i for i, line in enumerate(lines) if line.lower().startswith("## [unreleased]")), None)
     if start is None:
-        raise SeriesError(f"{changelog} has no '## [unreleased]' section to add an entry to")
+        raise SeriesError(
+            f"the target's {changelog} has no '## [unreleased]' section (or is not there) for the entries"
+        )
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "---"))), len(lines))
     block = entry.splitlines()
     if block[0] in lines[start:end]:

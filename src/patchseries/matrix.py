@@ -1,9 +1,5 @@
-"""The torch matrix: the series' tests (the acceptance suite and the patches' test modules) before and after the
-series on each torch release, with the compile statistics; saved as JSON and rendered as docs/compatibility.md's table.
-
-A release that fails never stops the others: its row says what failed, and a table with such a row (or one without
-test results) is never written over a page's complete one.
-"""
+"""The torch matrix: the series' tests before and after the series, and compile statistics, on each torch release;
+saved as JSON, rendered as docs/compatibility.md's table. A failing release never stops the others."""
 
 from __future__ import annotations
 
@@ -15,9 +11,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchseries import acceptance, changed_lines
+from patchseries import acceptance
 from patchseries.atomic import write_file
 from patchseries.base import base_worktree
+from patchseries.changed_lines import ChangedLines, added_lines, line_hits, measure, merge
 from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import add_excludes, git
@@ -31,9 +28,15 @@ from patchseries.wheels import TORCH_NEWEST_PATCH
 
 # the newest patch release of every minor release Lightning 2.6.6 supports
 DEFAULT_VERSIONS = tuple(f"{major}.{minor}.{patch}" for (major, minor), patch in TORCH_NEWEST_PATCH.items())
-PROBE = Path("benchmarks") / "toggle_cost.py"  # in the project
 TABLE_START, TABLE_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
-ChangedLines = changed_lines.ChangedLines
+# without the series, test modules that import what it adds fail to import: reported, and the run goes on
+_BEFORE_ARGS = ("-q", "--continue-on-collection-errors")
+_COMPILE_HEAD = """
+Compile statistics with the series (`benchmarks/toggle_cost.py --backend aot_eager`, a two-optimizer GAN):
+graphs / graph breaks / recompiles after warm-up / model matmuls captured in graphs.
+
+| torch | no toggling | toggle + untoggle | `toggled_optimizer` | `with toggle_optimizer` |
+|---|---|---|---|---|"""
 
 
 @dataclass
@@ -48,12 +51,11 @@ class Row:
 
 def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "auto") -> list[Row]:
     prepared = prepare(ws, BaseChoice(), log)  # the tool's tree, as built from patches/
-    with recording(prepared.base.path):  # what installing and testing make in the tree is the tool's
-        before_tree, tree = _tree_without_series(ws, prepared), prepared.base.path
-        tests = prepared.test_modules()
+    tree, rows = prepared.base.path, [Row(torch=version) for version in versions]
+    with recording(tree):  # what installing and testing make in the tree is the tool's
+        before_tree, tests = _tree_without_series(ws, prepared), prepared.test_modules()
         sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
-        added = changed_lines.added_lines(tree, BASE_REF, "HEAD")
-        rows = [Row(torch=version) for version in versions]
+        added = added_lines(tree, BASE_REF, "HEAD")
         for number, row in enumerate(rows, 1):
             log(f"matrix {number}/{len(versions)}: torch {row.torch}")
             try:
@@ -64,36 +66,27 @@ def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "a
                 continue
             reports = ws.reports / "matrix" / row.torch
             log(f"torch {row.torch}: the series' tests without the series")
-            # without the series, test modules that import what it adds fail to import: reported, and the run goes on
-            before_args = ("-q", "--continue-on-collection-errors")
-            before = run_tests(env, before_tree, tests, [], reports / "before", before_args, before_tree / "src")
+            before = run_tests(env, before_tree, tests, [], reports / "before", _BEFORE_ARGS, before_tree / "src")
             row.before = results_by_module(before.junit)
             log(f"torch {row.torch}: the series' tests with the series")
             after = run_tests(env, tree, tests, sources, reports / "after", ("-q",))
             row.after = results_by_module(after.junit)
             if after.coverage_xml is not None:
-                row.changed_lines = changed_lines.measure(added, changed_lines.line_hits(after.coverage_xml)).to_dict()
+                row.changed_lines = measure(added, line_hits(after.coverage_xml)).to_dict()
             row.compile = _probe(env, log, row.torch)
-    merged = merged_changed_lines(rows)
-    if merged is not None:
-        title = f"Lines the series adds or changes under src/, covered on any of torch {', '.join(versions)}"
-        merged.write(ws.reports / "matrix", title)
+    measured = [ChangedLines.from_dict(row.changed_lines) for row in rows if row.changed_lines]
+    if measured:
+        merge(measured).write(ws.reports / "matrix", f"Changed lines covered on any of torch {', '.join(versions)}")
     return rows
 
 
 def refresh_compile_stats(ws: Workspace, rows: list[Row], log: Log, installer: str = "auto") -> None:
     """Measure the compile statistics of saved rows again (after a change to the probe), keeping their test results."""
-    prepared = prepare(ws, BaseChoice(), log)
-    with recording(prepared.base.path):
+    tree = prepare(ws, BaseChoice(), log).base.path
+    with recording(tree):
         for row in (row for row in rows if not row.error):
-            env = ensure_environment(ws, prepared.base.path, row.torch, log, installer=installer)
+            env = ensure_environment(ws, tree, row.torch, log, installer=installer)
             row.compile = _probe(env, log, row.torch)
-
-
-def merged_changed_lines(rows: list[Row]) -> ChangedLines | None:
-    """The coverage of the changed lines merged over the rows that measured it (None if none did)."""
-    measured = [ChangedLines.from_dict(row.changed_lines) for row in rows if row.changed_lines]
-    return changed_lines.merge(measured) if measured else None
 
 
 def results_by_module(junit: Path) -> dict[str, str]:
@@ -103,49 +96,33 @@ def results_by_module(junit: Path) -> dict[str, str]:
     tallies: dict[str, Counter[str]] = {}
     for case in junit_cases(junit):
         # a module that fails to import is reported with an empty class name and the module path as its name
-        module = (case.classname or case.name or "?").rsplit(".", 1)[-1]
-        tallies.setdefault(module, Counter())[case.outcome] += 1
+        tallies.setdefault((case.classname or case.name or "?").rsplit(".", 1)[-1], Counter())[case.outcome] += 1
     order = ("failed", "passed", "xfailed", "skipped")
     return {m: ", ".join(f"{c[o]} {o}" for o in order if c[o]) for m, c in sorted(tallies.items())}
 
 
 def to_json(rows: list[Row], today: dt.date | None = None) -> str:
-    made_on = (today or dt.date.today()).isoformat()
-    return json.dumps({"made_on": made_on, "rows": [asdict(row) for row in rows]}, indent=2)
+    return json.dumps({"made_on": (today or dt.date.today()).isoformat(), "rows": [asdict(r) for r in rows]}, indent=2)
 
 
 def from_json(text: str, source: str = "matrix.json") -> tuple[list[Row], dt.date]:
-    """The rows and date of a saved matrix; anything :func:`to_json` would not write is refused in one line."""
+    """The rows and date of a saved matrix; anything a run would not have written is refused in one line."""
+    where, rows = "", []
     try:
         data = json.loads(text)
-        if set(data) != {"made_on", "rows"}:
-            raise ValueError(f"expected the keys made_on and rows, found {', '.join(sorted(data))}")
-        made_on, rows = dt.date.fromisoformat(data["made_on"]), [_row(row, n) for n, row in enumerate(data["rows"], 1)]
+        if set(data) != {"made_on", "rows"} or not data["rows"]:  # no rows: an empty table, never written over one
+            raise ValueError("expected made_on and a list of rows")
+        made_on = dt.date.fromisoformat(data["made_on"])
+        for number, saved in enumerate(data["rows"], 1):
+            where = f"row {number}: "
+            row = Row(**saved)
+            if not row.error and not (row.before and row.after):  # a run writes its results, or why there are none
+                raise ValueError("no test results (before and after) and no error")
+            to_markdown([row])  # read as the table reads it: a field of another kind fails here
+            rows.append(row)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise SeriesError(f"{source} is not a saved matrix ({exc}); run the matrix again") from None
-    if not rows:  # rendered, an empty table, and written over a page's complete one
-        raise SeriesError(f"{source} has no rows: no release's results to render; run the matrix again")
-    for number, row in enumerate(rows, 1):
-        if not row.error and not (row.before and row.after):  # a run writes its results, or the error that stopped it
-            raise SeriesError(
-                f"{source}: row {number} has no test results (before and after) and no error; run the matrix again"
-            )
+        raise SeriesError(f"{source} is not a saved matrix ({where}{exc}); run the matrix again") from None
     return rows, made_on
-
-
-def _row(data: Any, number: int) -> Row:
-    """One saved row, of the types a run writes: strings, statistics per variant, a changed-lines record."""
-    try:
-        row = Row(**data)
-        texts = [row.torch, row.error or "", *row.before.values(), *row.after.values()]
-        stats = row.compile.values()  # per variant, beside the probe's strings (the torch, Lightning and backend)
-        if not all(isinstance(t, str) for t in texts) or not all(isinstance(s, dict | str) for s in stats):
-            raise TypeError("a value of another type than a run writes")
-        if row.changed_lines:
-            ChangedLines.from_dict(row.changed_lines).line()
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"row {number}: {exc}") from None
-    return row
 
 
 def missing_results(rows: list[Row]) -> list[tuple[str, str]]:
@@ -161,41 +138,30 @@ def missing_results(rows: list[Row]) -> list[tuple[str, str]]:
 
 def to_markdown(rows: list[Row], today: dt.date | None = None) -> str:
     """The compatibility table: per torch release and test module, before and after the series."""
+    day, torches = (today or dt.date.today()).isoformat(), ", ".join(row.torch for row in rows)
     lines = [
-        f"Generated by `patchseries matrix` on {(today or dt.date.today()).isoformat()} (Lightning 2.6.6, CPU, Python "
-        f"from the runner); torch {', '.join(r.torch for r in rows)}.",
-        "",
-        "| torch | test module | before the series | after the series |",
-        "|---|---|---|---|",
+        f"Generated by `patchseries matrix` on {day} (Lightning 2.6.6, CPU, Python from the runner); torch {torches}."
     ]
+    lines += ["", "| torch | test module | before the series | after the series |", "|---|---|---|---|"]
     for row in rows:
         if row.error:
             lines.append(f"| {row.torch} | (all) | not run | {row.error} |")
         for module in sorted(set(row.before) | set(row.after)):
             lines.append(f"| {row.torch} | `{module}` | {row.before.get(module, '-')} | {row.after.get(module, '-')} |")
-    measured = [row for row in rows if row.changed_lines]
-    merged = merged_changed_lines(rows)
-    if merged is not None:
-        per_release = "; ".join(f"{r.torch} {ChangedLines.from_dict(r.changed_lines).line()}" for r in measured)
+    measured = {row.torch: ChangedLines.from_dict(row.changed_lines) for row in rows if row.changed_lines}
+    if measured:
+        merged, each = merge(list(measured.values())), "; ".join(f"{t} {c.line()}" for t, c in measured.items())
         lines += ["", "Changed lines (the Lightning lines the series adds or changes that coverage.py counts as "
                   f"executable) covered by the series' tests, merged over the releases: {merged.line()}; per release: "
-                  f"{per_release}."]  # fmt: skip
+                  f"{each}."]  # fmt: skip
         missed = [f"`{path.removeprefix('src/')}:{number}`" for path, number, _ in merged.missed_lines()]
         if missed:
             more = f" and {len(missed) - 20} more" if len(missed) > 20 else ""
             lines.append(f"Not covered on any release: {', '.join(missed[:20])}{more}.")
-    lines += [
-        "",
-        "Compile statistics with the series (`benchmarks/toggle_cost.py --backend aot_eager`, a two-optimizer GAN):",
-        "graphs / graph breaks / recompiles after warm-up / model matmuls captured in graphs.",
-        "",
-        "| torch | no toggling | toggle + untoggle | `toggled_optimizer` | `with toggle_optimizer` |",
-        "|---|---|---|---|---|",
-    ]
-    for row in rows:
-        if not row.error and row.compile:
-            cells = [_compile_cell(row.compile.get(variant, {})) for variant in ("none", "calls", "toggled", "with")]
-            lines.append(f"| {row.torch} | " + " | ".join(cells) + " |")
+    lines += _COMPILE_HEAD.split("\n")
+    for row in (row for row in rows if row.compile and not row.error):
+        cells = [_compile_cell(row.compile.get(variant, {})) for variant in ("none", "calls", "toggled", "with")]
+        lines.append(f"| {row.torch} | {' | '.join(cells)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -203,7 +169,7 @@ def _compile_cell(stats: dict[str, Any]) -> str:
     if "error" in stats:
         return f"error: {stats['error']}"
     keys = ("graphs", "graph_breaks", "recompiles", "model_matmuls_in_graphs")
-    return " / ".join(str(stats.get(k, "?")) for k in keys) if stats else "-"
+    return " / ".join(str(stats.get(key, "?")) for key in keys) if stats else "-"
 
 
 def check_table_page(page: Path) -> str:
@@ -225,28 +191,24 @@ def update_table_page(page: Path, table: str) -> None:
 
 def _probe(env: Environment, log: Log, torch: str) -> dict[str, Any]:
     log(f"torch {torch}: compile statistics")
-    probe = (project_root() or PROJECT_ROOT) / PROBE
-    if not probe.is_file():
-        return {"error": f"{PROBE} not found; run from a checkout of the project"}
+    probe = (project_root() or PROJECT_ROOT) / "benchmarks" / "toggle_cost.py"
     command = [str(env.python), str(probe), "--json", "--backend", "aot_eager", "--steps", "6"]
     proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
     try:
-        result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
+        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (IndexError, json.JSONDecodeError):  # its error, such as a probe that is not there
         return {"error": (proc.stderr.strip().splitlines() or ["probe failed"])[-1][:160]}
-    return result
 
 
 def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
-    """The "before" side: a worktree at the base commit with only the series' test files, the acceptance suite and the
-    harness added (excluded from git: the tool's copies, never a person's uncommitted files)."""
+    """The "before" side: a worktree of the base with the series' test files, the acceptance suite, the harness."""
     repo = prepared.base.path
     tree = base_worktree(ws, repo, "before-series")
     added = [path for patch in prepared.patches for path in patch.new_files if path.startswith("tests/")]
     for path in added:
         (tree / path).parent.mkdir(parents=True, exist_ok=True)
         (tree / path).write_text(git("show", f"HEAD:{path}", cwd=repo).stdout)
-    add_excludes(tree, [f"/{path}" for path in added])
+    add_excludes(tree, [f"/{path}" for path in added])  # the tool's copies, never a person's uncommitted files
     acceptance.install(tree, ws.acceptance)
     write_harness(tree, prepared.patches)
     return tree
