@@ -1,9 +1,7 @@
-"""`forward` and `check --onto`: the release series tried, patch by patch, on another upstream commit.
-
-`forward` writes the forward series (``patches/master/``), pull requests: each patch upstream lacks, not marked
-``Upstream-Status: Inappropriate``, without DEP-3 trailers, its CHANGELOG entries re-placed under their heading of the
-target's unreleased section (CHANGELOG hunks never apply across releases). One conflict and nothing is written.
-"""
+"""`forward` and `check --onto`: the release series tried, patch by patch, on another upstream commit. `forward` writes
+the forward series (``patches/master/``), pull requests: each patch upstream lacks, unless ``Upstream-Status:
+Inappropriate``, without DEP-3 trailers, its CHANGELOG entries re-placed under their heading of the target's unreleased
+section (CHANGELOG hunks never apply across releases). One conflict and nothing is written."""
 
 from __future__ import annotations
 
@@ -97,9 +95,8 @@ def _try(repo: Path, patch: Patch, upstream_ids: dict[str, str], *am_options: st
     patch_id = patch_id_of_file(patch.path)
     if patch_id in upstream_ids:
         return Outcome(patch.name, "already upstream", f"same patch id as {upstream_ids[patch_id][:12]}")
-    code = [change for change in patch.changes if not _CHANGELOG.search(change.path)]
     reverse = git("apply", "--check", "--reverse", "--exclude=*CHANGELOG.md", patch.path, cwd=repo, check=False)
-    if code and reverse.returncode == 0:
+    if reverse.returncode == 0 and any(not _CHANGELOG.search(change.path) for change in patch.changes):
         return Outcome(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
     proc = git("am", "--3way", *keep_cr(patch.path), *am_options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode == 0:
@@ -151,8 +148,7 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
 
 
 def changelog_entries(text: str) -> list[tuple[str, int, str]]:
-    """``(path, index in the post-image, entry)`` for each entry a patch adds to a CHANGELOG: an added ``- `` line and
-    the added, indented lines that continue it (the index finds its heading if its text occurs twice)."""
+    """``(path, index in the post-image, entry)`` per entry a patch adds to a CHANGELOG, its indented lines included."""
     found: list[tuple[str, int, str]] = []
     for section in file_sections(text):
         if not _CHANGELOG.search(path := section_path(section)):
