@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import INTERRUPTED, TOOL, cli, commit, git, run_signalled
+from conftest import INTERRUPTED, TOOL, cli, commit, git, one_error, run_signalled
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report
 from patchseries.forward import add_entry, changelog_entries, check_onto, forward_message, forward_series
@@ -267,11 +267,15 @@ def test_a_missing_heading_is_added_in_keep_a_changelog_order(tmp_path):
 
 
 def test_a_target_without_the_changelog_or_its_unreleased_section_is_refused(tmp_path):
-    with pytest.raises(SeriesError, match="the target has no"):
-        add_entry(tmp_path, "missing.md", "### Fixed", "- Fixed")
-    path = _changelog(tmp_path, "## [1.0]\n\n### Fixed\n\n- Fixed y\n")
-    with pytest.raises(SeriesError, match=r"no '## \[unreleased\]' section"):
-        add_entry(tmp_path, path.name, "### Fixed", "- Fixed z")
+    """One refusal for both: the entries have nowhere to go."""
+    _changelog(tmp_path, "## [1.0]\n\n### Fixed\n\n- Fixed y\n")
+    for name in ("missing.md", "CHANGELOG.md"):
+        with pytest.raises(SeriesError) as refused:
+            add_entry(tmp_path, name, "### Fixed", "- Fixed z")
+        assert (
+            str(refused.value)
+            == f"the target's {name} has no '## [unreleased]' section (or is not there) for the entries"
+        )
 
 
 def test_a_commit_pin_needs_a_full_commit_id(tmp_path):
@@ -427,3 +431,23 @@ exec '{real}' "$@"
     assert lines[0].split()[1:] == ["conflicts", f"({CORE})"], proc.stdout + proc.stderr
     assert lines[1].split()[1:] == ["applies", "cleanly"], proc.stdout + proc.stderr
     assert proc.returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("command", "lacking"),
+    [
+        (("check", "--onto", "nope"), "the ref 'nope'"),
+        (("forward",), "the release's tag 'refs/tags/1.0'"),
+        (("forward",), f"the pinned commit '{'0' * 40}'"),
+    ],
+)
+def test_a_checkout_without_the_ref_a_command_needs_is_one_refusal(synthetic, master, command, lacking):
+    if "tag" in lacking:
+        git(master, "tag", "-d", "1.0")
+    toml = synthetic.ws.patches / "master" / "base.toml"
+    toml.write_text(toml.read_text().split("commit = ")[0] + f'commit = "{"0" * 40}"\n')
+
+    proc = synthetic.run(*command, "--checkout", str(master))
+
+    assert one_error(proc) == f"error: {master} lacks {lacking}; fetch it (git fetch origin --tags) and re-run"
+    assert sorted(p.name for p in toml.parent.iterdir()) == ["base.toml"]

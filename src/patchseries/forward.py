@@ -1,7 +1,6 @@
 """`forward` and `check --onto`: the release series tried, patch by patch, on another upstream commit. `forward` writes
-the forward series (``patches/master/``), pull requests: each patch upstream lacks, unless ``Upstream-Status:
-Inappropriate``, without DEP-3 trailers, its CHANGELOG entries re-placed under their heading of the target's unreleased
-section (CHANGELOG hunks never apply across releases). One conflict and nothing is written."""
+the forward series (pull requests): each patch upstream lacks unless ``Upstream-Status: Inappropriate``, its DEP-3
+trailers dropped, its CHANGELOG entries re-placed under their heading of the target's unreleased section."""
 
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ class Outcome(NamedTuple):  # status: "already upstream", "release only", "forwa
 
 def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch]) -> list[Outcome]:
     """Each patch tried in order on ``ref`` of ``upstream``; ``since`` bounds the search for equal upstream commits."""
-    onto = _commit(upstream, ref, f"{upstream} has no ref {ref!r}; fetch it first or pass another --onto")
+    onto = _commit(upstream, ref, "the ref")
     ids = dict(patch_ids(upstream, f"{since}..{onto}", paths=_paths(patches), check=False))
     with tempfile.TemporaryDirectory(prefix="patchseries-onto-") as tmp:
         repo = _clone(upstream, onto, Path(tmp))
@@ -52,9 +51,8 @@ def forward_series(
     upstream, out_dir = upstream.resolve(), out_dir.resolve()
     refuse_operation_in_progress(upstream)  # its refs may be anywhere until the operation ends
     patches = [replace(patch, path=patch.path.absolute()) for patch in patches]
-    fetch = "; fetch it (git fetch origin --tags) and re-run"
-    tag = _commit(upstream, f"refs/tags/{release.tag}", f"{upstream} lacks the release's tag {release.tag}{fetch}")
-    onto = _commit(upstream, target.commit, f"{upstream} lacks the target ({target.commit}){fetch}")
+    tag = _commit(upstream, f"refs/tags/{release.tag}", "the release's tag")
+    onto = _commit(upstream, target.commit, "the pinned commit")
     with tempfile.TemporaryDirectory(prefix="patchseries-forward-") as tmp:
         repo = _clone(upstream, tag, Path(tmp))
         stage("forward-scratch")
@@ -71,10 +69,10 @@ def forward_series(
     return results
 
 
-def _commit(repo: Path, ref: str, missing: str) -> str:
+def _commit(repo: Path, ref: str, what: str) -> str:
     proc = git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=repo, check=False)
     if proc.returncode != 0:
-        raise SeriesError(missing)
+        raise SeriesError(f"{repo} lacks {what} {ref!r}; fetch it (git fetch origin --tags) and re-run")
     return proc.stdout.strip()
 
 
@@ -83,15 +81,13 @@ def _paths(patches: list[Patch]) -> list[str]:  # an upstream commit that change
 
 
 def _clone(upstream: Path, commit: str, tmp: Path) -> Path:
-    """A clone of ``upstream`` at ``commit`` in ``tmp``, its objects shared: ``upstream`` is only read."""
     git("clone", "--quiet", "--shared", "--no-checkout", upstream, tmp / "tree")
     git("checkout", "--quiet", "--detach", commit, cwd=tmp / "tree")
     return tmp / "tree"
 
 
 def _try(repo: Path, patch: Patch, upstream_ids: dict[str, str], *am_options: str) -> Outcome:
-    """``patch`` on ``repo``'s HEAD: already there (CHANGELOGs aside: upstream files an entry under the release that
-    ships it), committed ("applies cleanly"), or conflicts (HEAD as it was)."""
+    """``patch`` on HEAD: already upstream (CHANGELOGs aside: upstream files entries its way), applied, or conflicts."""
     patch_id = patch_id_of_file(patch.path)
     if patch_id in upstream_ids:
         return Outcome(patch.name, "already upstream", f"same patch id as {upstream_ids[patch_id][:12]}")
@@ -128,11 +124,9 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]], 
 def forward_message(message: str) -> str:
     """The message without its DEP-3 trailers; other trailers (``Signed-off-by:``) and a body paragraph stay."""
     *body, last = message.strip("\n").split("\n\n")
-    trailers = last.splitlines()
-    if not body or not all(_TRAILER.match(line) for line in trailers):
-        return message.strip("\n") + "\n"  # no trailer block
-    kept = "\n".join(line for line in trailers if not _DEP3.match(line))
-    return "\n\n".join([*body, kept] if kept else body) + "\n"
+    if body and all(_TRAILER.match(line) for line in last.splitlines()):  # a trailer block
+        last = "\n".join(line for line in last.splitlines() if not _DEP3.match(line))
+    return "\n\n".join([*body, last] if last else body) + "\n"
 
 
 def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, str, str]]:
@@ -151,18 +145,17 @@ def changelog_entries(text: str) -> list[tuple[str, int, str]]:
     """``(path, index in the post-image, entry)`` per entry a patch adds to a CHANGELOG, its indented lines included."""
     found: list[tuple[str, int, str]] = []
     for section in file_sections(text):
-        if not _CHANGELOG.search(path := section_path(section)):
-            continue
-        for hunk in hunks(section):
-            current = None  # the entry that an added, indented line continues
-            for marker, number, line in hunk:
-                if marker == "+" and line.startswith("- "):
-                    current = len(found)
-                    found.append((path, number - 1, line))
-                elif current is not None and marker == "+" and line.startswith(" ") and line.strip():
-                    found[current] = (path, found[current][1], f"{found[current][2]}\n{line}")
-                else:
-                    current = None
+        if _CHANGELOG.search(path := section_path(section)):
+            for hunk in hunks(section):
+                current = None  # the entry that an added, indented line continues
+                for marker, number, line in hunk:
+                    if marker == "+" and line.startswith("- "):
+                        current = len(found)
+                        found.append((path, number - 1, line))
+                    elif current is not None and marker == "+" and line.startswith(" ") and line.strip():
+                        found[current] = (path, found[current][1], f"{found[current][2]}\n{line}")
+                    else:
+                        current = None
     return found
 
 
