@@ -167,9 +167,7 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.lower().startswith("## [unreleased]")), None)
     if start is None:
-        raise SeriesError(
-            f"the target's {changelog} has no '## [unreleased]' section (or is not there) for the entries"
-        )
+        raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "---"))), len(lines))
     block = entry.splitlines()
     if block[0] in lines[start:end]:

@@ -121,7 +121,7 @@ def from_json(text: str, source: str = "matrix.json") -> tuple[list[Row], dt.dat
             if not row.error and not (row.before and row.after):  # a run writes its results, or why there are none
                 raise ValueError("no test results (before and after) and no error")
             to_markdown([row])  # read as the table reads it: a field of another kind fails here
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, LookupError, TypeError, ValueError) as exc:
         raise SeriesError(f"{source} is not a saved matrix ({where}{exc}); run the matrix again") from None
     return rows, made_on
 
@@ -191,7 +191,7 @@ def _probe(env: Environment, log: Log, torch: str) -> dict[str, Any]:
     proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
     try:
         return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
-    except (IndexError, json.JSONDecodeError):  # its error, such as a probe that is not there
+    except (IndexError, TypeError, ValueError):  # its error, such as a probe that is not there
         return {"error": (proc.stderr.strip().splitlines() or ["probe failed"])[-1][:160]}
 
 
