@@ -1,17 +1,20 @@
-"""`forward`: the release series re-made onto an upstream commit, CHANGELOG entries re-placed, no DEP-3 trailers."""
+"""`forward` (the release series re-made onto an upstream commit, CHANGELOG entries re-placed, no DEP-3 trailers) and
+`check --onto REF` (each patch reported as already upstream, applying cleanly, or conflicting)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import INTERRUPTED, TOOL, cli, commit, git, run_signalled
+from conftest import INTERRUPTED, TOOL, cli, commit, git, one_error, run_signalled
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report
-from patchseries.forward import Entry, _add_entry, _changelog_hunks, forward_message, forward_series
+from patchseries.forward import add_entry, changelog_entries, check_onto, forward_message, forward_series
 from patchseries.pin import load_pin
 from patchseries.series import read_series
 
@@ -217,11 +220,11 @@ ENTRY_PATCH = (
 
 
 def test_an_entry_keeps_its_continuation_lines():
-    ((path, blob, entries),) = _changelog_hunks(ENTRY_PATCH)
-
-    assert (path, blob) == ("src/fakelib/CHANGELOG.md", "2222222")
     # post-image line indexes: the hunk starts at line 5 (index 4); "### Fixed", "", then the entries
-    assert entries == [(6, "- Fixed the version\n  * for wheels too"), (9, "- Fixed the answer")]
+    assert changelog_entries(ENTRY_PATCH) == [
+        ("src/fakelib/CHANGELOG.md", 6, "- Fixed the version\n  * for wheels too"),
+        ("src/fakelib/CHANGELOG.md", 9, "- Fixed the answer"),
+    ]
 
 
 def _changelog(tmp_path: Path, text: str) -> Path:
@@ -233,12 +236,12 @@ def _changelog(tmp_path: Path, text: str) -> Path:
 def test_an_entry_goes_after_the_last_entry_block_of_its_heading(tmp_path):
     path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed a\n  * detail of a\n\n---\n\n## [1.0]\n")
 
-    assert _add_entry(path, Entry(path.name, "### Fixed", "- Fixed b\n  * detail of b"))
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed b\n  * detail of b")
 
     assert path.read_text() == (
         "## [unreleased]\n\n### Fixed\n\n- Fixed a\n  * detail of a\n\n- Fixed b\n  * detail of b\n\n---\n\n## [1.0]\n"
     )
-    assert not _add_entry(path, Entry(path.name, "### Fixed", "- Fixed b\n  * detail of b"))  # already there
+    assert not add_entry(tmp_path, path.name, "### Fixed", "- Fixed b\n  * detail of b")  # already there
 
 
 def test_entries_of_several_patches_go_to_the_end_of_their_heading_in_order(tmp_path):
@@ -246,7 +249,7 @@ def test_entries_of_several_patches_go_to_the_end_of_their_heading_in_order(tmp_
     path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed upstream\n\n---\n\n## [1.0]\n")
 
     for number in range(3):
-        assert _add_entry(path, Entry(path.name, "### Fixed", f"- Fixed by patch {number}"))
+        assert add_entry(tmp_path, path.name, "### Fixed", f"- Fixed by patch {number}")
 
     fixed = "".join(f"- Fixed by patch {number}\n\n" for number in range(3))
     assert path.read_text() == f"## [unreleased]\n\n### Fixed\n\n- Fixed upstream\n\n{fixed}---\n\n## [1.0]\n"
@@ -255,7 +258,7 @@ def test_entries_of_several_patches_go_to_the_end_of_their_heading_in_order(tmp_
 def test_a_missing_heading_is_added_in_keep_a_changelog_order(tmp_path):
     path = _changelog(tmp_path, "## [unreleased]\n\n### Added\n\n- Added x\n\n### Fixed\n\n- Fixed y\n\n## [1.0]\n")
 
-    _add_entry(path, Entry(path.name, "### Changed", "- Changed z"))
+    add_entry(tmp_path, path.name, "### Changed", "- Changed z")
 
     assert path.read_text() == (
         "## [unreleased]\n\n### Added\n\n- Added x\n\n### Changed\n\n- Changed z\n\n"
@@ -264,11 +267,12 @@ def test_a_missing_heading_is_added_in_keep_a_changelog_order(tmp_path):
 
 
 def test_a_target_without_the_changelog_or_its_unreleased_section_is_refused(tmp_path):
-    with pytest.raises(SeriesError, match="the target has no"):
-        _add_entry(tmp_path / "missing.md", Entry("missing.md", "### Fixed", "- Fixed"))
-    path = _changelog(tmp_path, "## [1.0]\n\n### Fixed\n\n- Fixed y\n")
-    with pytest.raises(SeriesError, match=r"no '## \[unreleased\]' section"):
-        _add_entry(path, Entry(path.name, "### Fixed", "- Fixed z"))
+    """One refusal for both: the entries have nowhere to go."""
+    _changelog(tmp_path, "## [1.0]\n\n### Fixed\n\n- Fixed y\n")
+    for name in ("missing.md", "CHANGELOG.md"):
+        with pytest.raises(SeriesError) as refused:
+            add_entry(tmp_path, name, "### Fixed", "- Fixed z")
+        assert str(refused.value) == f"the target's {name} has no '## [unreleased]' section for the series' entries"
 
 
 def test_a_commit_pin_needs_a_full_commit_id(tmp_path):
@@ -299,7 +303,7 @@ def test_a_crlf_changelog_keeps_its_line_endings(tmp_path):
     path = tmp_path / "CHANGELOG.md"
     path.write_bytes(b"## [unreleased]\r\n\r\n### Fixed\r\n\r\n-\r\n\r\n## [1.0]\r\n")
 
-    _add_entry(path, Entry(path.name, "### Fixed", "- Fixed z"))
+    add_entry(tmp_path, path.name, "### Fixed", "- Fixed z")
 
     assert path.read_bytes() == b"## [unreleased]\r\n\r\n### Fixed\r\n\r\n- Fixed z\r\n\r\n## [1.0]\r\n"
 
@@ -367,3 +371,80 @@ def test_check_says_when_the_forward_series_is_not_what_forward_writes_from_the_
     remedy = subprocess.run(drift[0].split("`")[1], shell=True, capture_output=True, text=True, check=False)
     assert remedy.returncode == 0, remedy.stdout + remedy.stderr
     assert synthetic.run("check", "--checkout", str(master)).returncode == 0
+
+
+CORE = "src/fakelib/core.py"
+
+
+def test_each_patch_is_placed_against_an_upstream_ref(synthetic):
+    tree = synthetic.tree
+    git(tree, "checkout", "-q", "-b", "master", "base")
+    # upstream merged the fix under another message, and rewrote the CHANGELOG line the second patch edits
+    commit(tree, {"src/fakelib/core.py": "def answer():\n    return 42\n",
+                  "tests/tests_pytorch/core/test_answer.py": "from fakelib.core import answer\n\n\n"
+                  "def test_answer():\n    assert answer() == 42\n"}, "Merged upstream as #1")  # fmt: skip
+    commit(tree, {"src/fakelib/CHANGELOG.md": "# Changelog\n\n## [unreleased]\n\n### Fixed\n\n- Something else\n"}, "x")
+
+    standings = check_onto(tree, "master", "base", read_series(synthetic.ws.series_file))
+
+    assert [(s.status, s.detail) for s in standings] == [
+        ("already upstream", f"same patch id as {git(tree, 'rev-parse', 'master~1')[:12]}"),
+        ("conflicts", "src/fakelib/CHANGELOG.md"),
+    ]
+    assert git(tree, "status", "--porcelain") == ""  # the upstream repository is only read
+
+
+def test_patch_that_applies_is_reported_clean(synthetic):
+    git(synthetic.tree, "branch", "master", "base")
+
+    standings = check_onto(synthetic.tree, "master", "base", read_series(synthetic.ws.series_file))
+
+    assert [s.status for s in standings] == ["applies cleanly", "applies cleanly"]
+
+
+def test_check_onto_judges_each_patch_on_its_own_when_git_am_abort_fails(synthetic, upstream_clone, tmp_path):
+    git(upstream_clone, "checkout", "-q", "-b", "next")
+    commit(upstream_clone, {CORE: "def answer():\n    return 40\n"}, "Upstream changed the answer")  # 0001 conflicts
+    real = shutil.which("git")
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    # a git whose `am --abort` fails and changes nothing (as when an object it needs is missing)
+    wrapper.write_text(f"""#!/bin/sh
+am=
+for arg in "$@"; do
+  [ "$arg" = am ] && am=1
+  if [ -n "$am" ] && [ "$arg" = --abort ]; then echo 'error: simulated' >&2; exit 128; fi
+done
+exec '{real}' "$@"
+""")
+    wrapper.chmod(0o755)
+    env = {**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
+    options = ("--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir))
+
+    proc = cli("check", "--onto", "next", "--checkout", str(upstream_clone), *options, env=env)
+
+    assert "previous rebase directory" not in proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[1:] == ["conflicts", f"({CORE})"], proc.stdout + proc.stderr
+    assert lines[1].split()[1:] == ["applies", "cleanly"], proc.stdout + proc.stderr
+    assert proc.returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("command", "lacking"),
+    [
+        (("check", "--onto", "nope"), "the ref 'nope'"),
+        (("forward",), "the release's tag 'refs/tags/1.0'"),
+        (("forward",), f"the pinned commit '{'0' * 40}'"),
+    ],
+)
+def test_a_checkout_without_the_ref_a_command_needs_is_one_refusal(synthetic, master, command, lacking):
+    if "tag" in lacking:
+        git(master, "tag", "-d", "1.0")
+    toml = synthetic.ws.patches / "master" / "base.toml"
+    toml.write_text(toml.read_text().split("commit = ")[0] + f'commit = "{"0" * 40}"\n')
+
+    proc = synthetic.run(*command, "--checkout", str(master))
+
+    assert one_error(proc) == f"error: {master} lacks {lacking}; fetch it (git fetch origin --tags) and re-run"
+    assert sorted(p.name for p in toml.parent.iterdir()) == ["base.toml"]

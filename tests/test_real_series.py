@@ -14,7 +14,7 @@ import pytest
 from patchseries.apply import tool_tree
 from patchseries.base import resolve_source
 from patchseries.export import drift_report, is_placeholder
-from patchseries.forward import DEP3_KEYS, _changelog_hunks
+from patchseries.forward import DEP3_KEYS, changelog_entries
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
@@ -134,7 +134,7 @@ def test_every_changelog_entry_is_one_short_line_in_upstreams_style(patch):
     trailers = dict(RELEASE_BY_SUBJECT[patch.subject].trailers)
     if "Backport" in trailers["Upstream-Status"]:
         pytest.skip("a backport carries upstream's own entry")
-    entries = [text for _, _, added in _changelog_hunks(patch.path.read_text()) for _, text in added]
+    entries = [text for _, _, text in changelog_entries(patch.path.read_text())]
     for entry in entries:
         assert "\n" not in entry, f"{patch.name}: an entry of more than one line: {entry[:80]}..."
         assert len(entry) <= MAX_CHANGELOG_ENTRY, f"{patch.name}: {len(entry)} characters: {entry[:80]}..."

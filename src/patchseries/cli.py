@@ -464,7 +464,7 @@ def _read_text(path: Path) -> str:
 
 
 def _check_onto(args: argparse.Namespace, pin: Pin, patches: list[Patch]) -> int:
-    from patchseries.onto import check_onto
+    from patchseries.forward import check_onto
 
     if args.checkout is None:
         raise SeriesError("check --onto needs --checkout PATH, an upstream clone that has the ref")
