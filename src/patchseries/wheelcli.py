@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import canonicalize_name
 
 from patchseries.environment import DEFAULT_TORCH, known_torch, parse_torch_version, torch_index
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace, name_option, path_option
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
+from patchseries.release import WheelPin, build_wheels, check_dist, default_dist, load_wheel_pin
 from patchseries.series import Patch, snapshot_series
-from patchseries.standalone import WheelPin, load_wheel_pin
-from patchseries.wheeldist import check_dist, default_dist
 from patchseries.wheels import check_python, running_python
 
 COMMANDS = ("wheels", "test-wheels")
@@ -83,8 +83,7 @@ def _dist(args: argparse.Namespace, ws: Workspace) -> Path:
 
 
 def _load(ws: Workspace) -> tuple[WheelPin, list[Patch]]:
-    """The wheel pin and the series of ``patches/``, read once, from a snapshot (whose fingerprint decides the
-    wheels' local version and fills their records)."""
+    """The wheel pin and the series of ``patches/``, read once into a snapshot and held for the whole run."""
     snapshot = ws.scratch / "series"
     patches = snapshot_series(ws.patches, snapshot)
     return load_wheel_pin(ws.pin_file, load_pin(snapshot / "base.toml")).for_series(patches), patches
@@ -96,8 +95,6 @@ def _rebuild(args: argparse.Namespace, ws: Workspace) -> str:
 
 
 def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries.wheelbuild import build_wheels
-
     wheel_pin, patches = _load(ws)
     built = build_wheels(ws, wheel_pin, patches, _dist(args, ws), make_log())
     print(f"built {len(built)} wheels of {wheel_pin.pin.name} {wheel_pin.local_version} (series v"
@@ -131,6 +128,5 @@ def cmd_test_wheels(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def _package(value: str) -> str:
-    """A package as pip spells it too (``pytorch-lightning``, ``Lightning_Fabric``): PEP 503's normalized name, with
-    ``_`` (the wheels' and the import names' spelling)."""
-    return re.sub(r"[-_.]+", "_", name_option(value)).lower()
+    """A package as pip spells it too (``pytorch-lightning``): PEP 503's name, with the wheels' ``_``."""
+    return canonicalize_name(name_option(value)).replace("-", "_")
