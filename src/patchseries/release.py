@@ -1,24 +1,16 @@
-"""``patchseries wheels``: the release series built into wheels of ``lightning`` and its standalone packages.
+"""``patchseries wheels``: wheels of ``lightning`` and its standalone packages with the release series applied.
 
-Lightning ships one repository as three packages: ``lightning`` and the standalone ``pytorch_lightning`` and
-``lightning_fabric``, whose sources upstream's build mirrors from the unified ones (``create_mirror_package`` of
-``.actions/assistant.py``): ``src/lightning/pytorch`` becomes ``src/pytorch_lightning``, and in every line
-``lightning.pytorch`` becomes ``pytorch_lightning`` (:func:`replace_imports`). ``lightning`` gets the diff of the
-tool's tree; each standalone package gets every patch mapped with those rules (:func:`map_patch`).
-
-Every wheel is built and checked in a fresh temporary folder of the work directory, by the sdist's own backend; only
-then, under the lock of ``dist/``, are they copied into ``dist/`` and renamed in. ``dist/`` only ever gains wheels of
-the tool's or has one replaced by the tool's own build of the same series; anything else at a wheel's name is refused.
+Upstream's build mirrors the unified sources into the standalone ones (``.actions/assistant.py``):
+``src/lightning/pytorch/`` becomes ``src/pytorch_lightning/`` and ``lightning.pytorch`` becomes ``pytorch_lightning``
+in every line; each patch is mapped with those rules (:func:`map_patch`). Every wheel is built and checked in a fresh
+folder of the work directory, then all are copied into ``dist/`` and renamed in, under its lock. ``dist/`` only gains
+the tool's wheels: a wheel of the tool's already there is kept (a version names one series), anything else refused.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import csv
 import datetime as dt
-import hashlib
-import io
 import json
 import os
 import re
@@ -54,7 +46,7 @@ _RAISED = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*[a-z]\w*: ")  # a traceback's
 
 @dataclass(frozen=True)
 class WheelPin:
-    """What the wheel commands build: the pinned release, the series' number and the standalone packages."""
+    """What the wheel commands build (``[wheels]`` of the pin) and the fingerprint of the series built."""
 
     pin: Pin
     series_version: int
@@ -89,7 +81,6 @@ class WheelPin:
         return next((s for s in self.standalones if s.name == name), None)
 
     def mapping(self, package: str) -> PackageMapping:
-        """How the unified sources map onto ``package`` (the identity for the unified package)."""
         base = self.pin.name
         standalone = self.standalone(package)
         if standalone is None:
@@ -119,8 +110,7 @@ class PackageMapping:
     imports: tuple[tuple[str, str], ...]  # (lightning.pytorch, pytorch_lightning), ... in upstream's order
     elsewhere: tuple[str, ...]  # the unified folders that another standalone package ships, not this one
 
-    def path(self, path: str) -> str | None:
-        """``path`` in this package, or None when the package does not ship it."""
+    def path(self, path: str) -> str | None:  # None: the package does not ship it
         return next((new + path[len(old) :] for old, new in self.prefixes.items() if path.startswith(old)), None)
 
     def lines(self, path: str, lines: list[str]) -> list[str]:
@@ -151,19 +141,17 @@ def replace_imports(
 
 
 def map_patch(patch: Patch, mapping: PackageMapping, lacks: tuple[str, ...]) -> str:
-    """``patch``'s diff with its paths and imports mapped onto ``mapping.package`` (empty when nothing of it is there).
-
-    A path no sdist ships (``lacks``) or that another standalone package ships is left out; any other path with no
-    counterpart (the unified ``__init__.py``), and a rename into or out of the package, is refused.
-    """
+    """``patch``'s diff mapped onto ``mapping.package``, without the paths no sdist ships (``lacks``) or another
+    package ships; a path with no counterpart (the unified ``__init__.py``) or a rename out of it is refused."""
     kept = []
     for section in file_sections(patch.path.read_bytes().decode(errors="surrogateescape")):
         path = section_path(section)
         old = (diff_paths(section.split("\n", 1)[0]) or (path, path))[0]
         if path.startswith(lacks) or path.startswith(mapping.elsewhere):
             if old != path and mapping.path(old) is not None and "\nrename from " in section.split("\n@@", 1)[0]:
-                raise SeriesError(f"{patch.name} renames {old} to {path}, out of {mapping.package}, which cannot carry "
-                                  "that rename; make it a deletion and an addition (git format-patch --no-renames)")  # fmt: skip
+                raise SeriesError(f"{patch.name} renames {old} to {path}, out of {mapping.package}, which cannot "
+                                  "carry that rename; make it a deletion and an addition (git format-patch "
+                                  "--no-renames)")  # fmt: skip
             continue
         if mapping.path(path) is None:
             raise SeriesError(
@@ -176,125 +164,91 @@ def map_patch(patch: Patch, mapping: PackageMapping, lacks: tuple[str, ...]) -> 
                               "an addition (git format-patch --no-renames)")  # fmt: skip
         if "\nGIT binary patch\n" in section:
             raise SeriesError(f"a binary change of {path} cannot be mapped onto {mapping.package}")
-        kept.append(_map_section(section, path, old, mapping))
+        kept.append(_map_section(section, path, mapping))
     return "".join(kept)
 
 
-def _map_section(section: str, path: str, old: str, mapping: PackageMapping) -> str:
-    """One file's section of a diff with both its paths and its lines' imports mapped (line counts are kept)."""
-    new_path, old_path = mapping.path(path), mapping.path(old)
-    headers = {
-        "--- a/": f"--- a/{old_path}\n",
-        "+++ b/": f"+++ b/{new_path}\n",
-        "diff --git ": f"diff --git a/{old_path} b/{new_path}\n",
-        "rename from ": f"rename from {old_path}\n",
-        "rename to ": f"rename to {new_path}\n",
-        "copy from ": f"copy from {old_path}\n",
-        "copy to ": f"copy to {new_path}\n",
-        "index ": "",
-    }  # fmt: skip  (the blob ids are the unified file's: git apply does not need them)
+def _map_section(section: str, path: str, mapping: PackageMapping) -> str:
+    """One file's section of a diff, its paths and its lines' imports mapped (line counts kept)."""
     result: list[str] = []
     in_hunk = False
     for line in section.splitlines(keepends=True):
+        in_hunk = in_hunk or line.startswith("@@")
         if line.startswith("@@"):
-            in_hunk = True
             ranges, closing, context = line.partition(" @@")
             result.append(ranges + closing + (mapping.lines(path, [context])[0] if context else ""))
         elif in_hunk:  # a hunk's line, "\ No newline at end of file", format-patch's signature
-            result.append(line[0] + mapping.lines(path, [line[1:]])[0] if line[:1] in " +-" else line)
-        else:
-            result.append(next((new for start, new in headers.items() if line.startswith(start)), line))
+            result.append(line[0] + mapping.lines(path, [line[1:]])[0] if line[:1] in ("+", "-", " ") else line)
+        elif not line.startswith("index "):  # its blob ids are the unified file's: git apply does not need them
+            for old, new in mapping.prefixes.items():  # the paths of `diff --git`, ---/+++, rename/copy from/to
+                line = line.replace(f"/{old}", f"/{new}").replace(f" {old}", f" {new}")
+            result.append(line)
     return "".join(result)
 
 
-@dataclass(frozen=True)
-class BuiltWheel:
-    package: str
-    path: Path  # in dist/
-    patches: tuple[str, ...]  # the series' patches with a change in this package
-
-
-def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log) -> list[BuiltWheel]:
-    """Build every package's wheel in a fresh folder, check each, then move them all into ``dist``."""
-    pin = wheel_pin.pin
-    with hold(
-        dist, _busy(dist)
-    ) as lock:  # held (once dist/ exists) from the check of its names until the wheels are in
-        check_targets(dist, wheel_pin)
+def build_wheels(
+    ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log
+) -> tuple[dict[Path, list[str]], list[Path]]:
+    """Build and check every package's wheel in a fresh folder, then move the new ones into ``dist``; each wheel there
+    with the patches that change its package, and the wheels that were there already (kept)."""
+    pin, lacks, version = wheel_pin.pin, wheel_pin.pin.sdist_lacks, wheel_pin.local_version
+    busy = (f"another patchseries run{{}} is writing wheels into {dist} (it holds that folder's lock); wait for it to "
+            "end and re-run, or pass another --dist; nothing was written to dist/")  # fmt: skip
+    # dist/'s lock (once dist/ exists): from the check of what is at the wheels' names until the wheels are in
+    with hold(dist, lambda holder: busy.format(f" ({holder})" if holder else "")) as lock:
+        for package in wheel_pin.packages if dist.is_dir() else ():
+            for target in sorted(dist.glob(f"{wheel_prefix(package, version)}*.whl")):
+                kept(target, wheel_pin.series)  # what is refused there is refused before anything is made
         for patch in patches:  # as `check` names it: the mapping reads the diff's lines, which end in CR there
             if has_crlf(patch.path):
                 raise SeriesError(crlf_problem(ws.patches / patch.name, ws.command("export")))
         # every patch mapped onto every standalone package before any download: an unmapped path is refused first
-        mapped = {s.name: [(p, map_patch(p, wheel_pin.mapping(s.name), pin.sdist_lacks)) for p in patches]
+        mapped = {s.name: [(p, map_patch(p, wheel_pin.mapping(s.name), lacks)) for p in patches]
                   for s in wheel_pin.standalones}  # fmt: skip
-        pins = [pin] + [replace(pin, sdist_url=s.url, sdist_sha256=s.sha256, sdist_root=s.root)
-                        for s in wheel_pin.standalones]  # fmt: skip
+        pins = [pin, *(replace(pin, sdist_url=s.url, sdist_sha256=s.sha256, sdist_root=s.root)
+                       for s in wheel_pin.standalones)]  # fmt: skip
         archives = [download_sdist(ws, each, log) for each in pins]  # every sha256 checked before any build
         ws.workdir.mkdir(parents=True, exist_ok=True)
         tree = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)[0].path
-        changed = out("diff", "--name-only", "--no-renames", BASE_REF, SERIES_REF, cwd=tree).splitlines()
-        deleted = set(out("diff", "--name-only", "--no-renames", "--diff-filter=D", BASE_REF, SERIES_REF,
-                          cwd=tree).splitlines())  # fmt: skip
+        diff = ("diff", "--name-only", "--no-renames", BASE_REF, SERIES_REF)
+        changed = out(*diff, cwd=tree).splitlines()
+        deleted = out(*diff, "--diff-filter=D", cwd=tree).splitlines()
         ws.scratch.mkdir(parents=True, exist_ok=True)
+        built: dict[Path, list[str]] = {}
         with tempfile.TemporaryDirectory(dir=ws.scratch, prefix="wheels-") as scratch:
-            built: list[tuple[BuiltWheel, Path]] = []
-            for package, package_pin, archive in zip(wheel_pin.packages, pins, archives):
-                work = Path(scratch) / package
-                (work / "sdist").mkdir(parents=True)
-                safe_extract(archive, work / "sdist")
+            for package, package_pin, archive in zip(wheel_pin.packages, pins, archives, strict=True):
+                work, mapping = Path(scratch) / package, wheel_pin.mapping(package)
                 sdist = work / "sdist" / package_pin.sdist_root
+                safe_extract(archive, work / "sdist")
                 if not sdist.is_dir():
                     raise SeriesError(f"{package_pin.sdist_filename} has no top-level folder "
                                       f"{package_pin.sdist_root!r}; check its root in the pin")  # fmt: skip
-                mapping = wheel_pin.mapping(package)
                 if package == pin.name:
-                    diff = git(
-                        "diff", "--binary", "--no-renames", "--full-index", BASE_REF, SERIES_REF, cwd=tree
-                    ).stdout
-                    _apply(diff, sdist, f"the series of {tree} does not apply to the unpacked sdist")
-                    in_package = [
-                        p.name for p in patches if any(not c.path.startswith(pin.sdist_lacks) for c in p.changes)
-                    ]
+                    series = git("diff", "--binary", "--no-renames", "--full-index", BASE_REF, SERIES_REF, cwd=tree)
+                    _apply(series.stdout, sdist, f"the series of {tree} does not apply to the unpacked sdist")
+                    in_package = [p.name for p in patches if any(not c.path.startswith(lacks) for c in p.changes)]
                 else:
-                    in_package = []
                     for patch, patch_diff in mapped[package]:
                         _apply(patch_diff, sdist, f"{patch.name} does not apply to {package} "
                                f"({package_pin.sdist_filename}) with its paths and imports mapped")  # fmt: skip
-                        in_package += [patch.name] if patch_diff else []
-                    _compare_with_tree(tree, changed, deleted, mapping, sdist)
+                    in_package = [patch.name for patch, patch_diff in mapped[package] if patch_diff]
                 record = _record(wheel_pin, package, package_pin, patches, in_package)
-                _stamp(sdist, package, package_pin, wheel_pin.local_version, record)
+                _stamp(sdist, package, package_pin, version, record)
                 log(f"building the {package} wheel ({len(in_package)} of {len(patches)} patches in it)")
                 wheel = _build(sdist, work / "out", package, pin)
-                in_wheel = {target: path in deleted for path in changed if (target := mapping.path(path))}
-                _verify(wheel, package, wheel_pin.local_version, record, sdist, in_wheel)
-                built.append((BuiltWheel(package, dist / wheel.name, tuple(in_package)), wheel))
+                _verify(wheel, package, version, record, tree, changed, deleted, mapping)
+                built[wheel] = in_package
             stage("wheels-built")
-            move_into(dist, [wheel for _, wheel in built], wheel_pin.series, lock)
-    return [wheel for wheel, _ in built]
+            kept_wheels = move_into(dist, list(built), wheel_pin.series, lock)
+    return {dist / wheel.name: in_package for wheel, in_package in built.items()}, kept_wheels
 
 
 def _apply(diff: str, sdist: Path, what: str) -> None:
     """Apply ``diff`` to the unpacked sdist, all of it or nothing (``git apply`` checks every hunk first)."""
-    if not diff:
-        return
-    proc = git("apply", "--whitespace=nowarn", "-", cwd=sdist, check=False, stdin=diff)
-    if proc.returncode != 0:
+    proc = git("apply", "--whitespace=nowarn", "-", cwd=sdist, check=False, stdin=diff) if diff else None
+    if proc and proc.returncode != 0:
         causes = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
         raise SeriesError(f"{what}: {'; '.join(causes) or proc.stderr.strip() or 'git apply failed'}")
-
-
-def _compare_with_tree(tree: Path, changed: list[str], deleted: set[str], mapping: PackageMapping, sdist: Path) -> None:
-    """Every file the series changes in the package equals the tree's, mapped as upstream's mirror does."""
-    for path in changed:
-        target = mapping.path(path)
-        if target is None:
-            continue
-        expected = None if path in deleted else mapping.text(path, git("show", f"{SERIES_REF}:{path}", cwd=tree).stdout)
-        actual = (sdist / target).read_text(errors="surrogateescape") if (sdist / target).is_file() else None
-        if actual != expected:
-            raise SeriesError(f"{mapping.package}'s {target} with the series applied differs from the tree's {path} "
-                              "mapped as Lightning's mirror does; the standalone sdist is not the release's mirror")  # fmt: skip
 
 
 def _record(wheel_pin: WheelPin, package: str, package_pin: Pin, patches: list[Patch], in_package: list[str]) -> str:
@@ -322,9 +276,9 @@ def _stamp(sdist: Path, package: str, package_pin: Pin, local_version: str, reco
 
 def _build(sdist: Path, out_dir: Path, package: str, pin: Pin) -> Path:
     """``uv build --wheel`` (or ``pip wheel``): the sdist's own build backend, isolated, dated as the release."""
-    uv = find_uv()
-    command = ([uv, "build", "--wheel", "--python", sys.executable, "--out-dir", str(out_dir), str(sdist)] if uv else
-               [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(out_dir), str(sdist)])  # fmt: skip
+    uv, out = find_uv(), str(out_dir)
+    command = ([uv, "build", "--wheel", "--python", sys.executable, "--out-dir", out, str(sdist)] if uv
+               else [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", out, str(sdist)])  # fmt: skip
     epoch = int(dt.datetime.combine(dt.date.fromisoformat(pin.release_date), dt.time(), dt.timezone.utc).timestamp())
     proc = subprocess.run(command, cwd=sdist, env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)},
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)  # fmt: skip
@@ -344,146 +298,98 @@ def build_cause(output: str) -> str:
     return (raised or [line for line in backend if "error" in line.lower()] or backend or ["no output"])[-1]
 
 
-def _verify(wheel: Path, package: str, version: str, record: str, sdist: Path, changed: dict[str, bool]) -> None:
-    """The wheel is the one asked for: name, version, record, and each file the series changes (True: deletes)."""
-    info = f"{wheel.name.split('-')[0]}-{version}.dist-info"
+def _verify(
+    wheel: Path, package: str, version: str, record: str, tree: Path, changed: list[str], deleted: list[str],
+    mapping: PackageMapping,
+) -> None:  # fmt: skip
+    """The wheel is the series': its name, its record, and each file the series changes in the package as the tree
+    has it, mapped as Lightning's mirror does (one the series deletes: absent)."""
     with zipfile.ZipFile(wheel) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
-    problems = [
-        not wheel.name.startswith(wheel_prefix(package, version)) and f"it is named {wheel.name}",
-        f"Version: {version}" not in members.get(f"{info}/METADATA", b"").decode().splitlines()
-        and f"its METADATA does not say Version: {version}",
-        members.get(f"{info}/{RECORD_NAME}", b"").decode() != record and f"it lacks the series' record {RECORD_NAME}",
-        members.get(f"{package}/version.info", version.encode()).decode().strip() != version
-        and f"its {package}/version.info is not {version}",
-        *(f"it has {member}, which the series deletes" if gone else f"its {member} is not the patched file"
-          for path, gone in changed.items() if (member := path.removeprefix("src/"))
-          and (member in members if gone else members.get(member) != (sdist / path).read_bytes())),
-    ]  # fmt: skip
-    problem = next((p for p in problems if p), None)
-    if problem:
-        raise SeriesError(f"the {package} wheel the build made is not the series' ({problem}); nothing was written "
-                          "to dist/")  # fmt: skip
-
-
-def default_dist(ws: Workspace) -> Path:
-    return (ws.project or ws.patches.parent) / "dist"
+    problems = [f"it is named {wheel.name}"] if not wheel.name.startswith(wheel_prefix(package, version)) else []
+    if members.get(f"{wheel.name.split('-')[0]}-{version}.dist-info/{RECORD_NAME}", b"").decode() != record:
+        problems.append(f"it lacks the series' record {RECORD_NAME}")
+    for path in changed:
+        target = mapping.path(path)
+        if target is None:
+            continue
+        text = "" if path in deleted else (tree / path).read_bytes().decode(errors="surrogateescape")
+        expected = None if path in deleted else mapping.text(path, text).encode(errors="surrogateescape")
+        if members.get(target.removeprefix("src/")) != expected:
+            problems.append(f"its {target.removeprefix('src/')} is not the series' {path}, mapped as the mirror does")
+    if problems:
+        raise SeriesError(f"the {package} wheel the build made is not the series' ({problems[0]}); nothing was "
+                          "written to dist/")  # fmt: skip
 
 
 def wheel_prefix(package: str, local_version: str) -> str:
     return f"{package}-{local_version}-"
 
 
-def check_dist(dist: Path, ws: Workspace, writes: bool) -> None:
-    """Refuse a ``--dist`` that is a file, or (``writes``) in the work directory, whose folders the tool rebuilds."""
-    if dist.exists() and not dist.is_dir():
-        raise SeriesError(f"--dist {dist} is a file; pass the folder of the wheels")
-    if writes and (dist == ws.workdir or ws.workdir in dist.parents):
-        raise SeriesError(f"--dist {dist} is inside the work directory {ws.workdir}, whose trees the tool refuses once "
-                          "changed and whose other folders it rebuilds; pass a folder outside it")  # fmt: skip
-
-
-def _busy(dist: Path):  # type: ignore[no-untyped-def]
-    return lambda holder: (f"another patchseries run{f' ({holder})' if holder else ''} is writing wheels into {dist} "
-                           "(it holds that folder's lock); wait for it to end and re-run, or pass another --dist; "
-                           "nothing was written to dist/")  # fmt: skip
-
-
-def check_targets(dist: Path, wheel_pin: WheelPin) -> None:
-    """Before any build: whatever is at the names of the wheels this run makes is an unchanged wheel of the tool's,
-    built from this series."""
-    for package in wheel_pin.packages if dist.is_dir() else ():
-        for path in sorted(dist.glob(f"{wheel_prefix(package, wheel_pin.local_version)}*.whl")):
-            check_target(path, wheel_pin.series)
-
-
-def check_target(target: Path, series: str) -> None:
-    """``target`` is free or a wheel exactly as the tool built it from ``series``: else refused, nothing changed."""
-    if not (target.exists() or target.is_symlink()):
-        return
-    problem = wheel_problem(target)
-    if problem:
-        raise SeriesError(
-            f"{target} is in the way: a wheel goes there, and what is there is not a wheel as the tool built it "
-            f"({problem}), which may be yours; move it away ({shell('mv', target, kept_path(target))}) and re-run; "
-            "nothing was written to dist/"
+def built_from(wheel: Path) -> str | None:
+    """The fingerprint of the series the tool built ``wheel`` from (its record), or None: not a wheel of the tool's."""
+    if wheel.is_symlink() or not wheel.is_file():
+        return None
+    with contextlib.suppress(zipfile.BadZipFile, ValueError, OSError), zipfile.ZipFile(wheel) as archive:
+        name = next(
+            (n for n in archive.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{RECORD_NAME}")), ""
         )
-    refuse_another_series(target, series, "; nothing was written to dist/")
-
-
-def _tool_record(archive: zipfile.ZipFile) -> dict | None:  # type: ignore[type-arg]
-    name = next((n for n in archive.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{RECORD_NAME}")), "")
-    record = json.loads(archive.read(name)) if name else None
-    return record if isinstance(record, dict) and record.get("project") == PROJECT else None
+        record = json.loads(archive.read(name)) if name else None
+        if isinstance(record, dict) and record.get("project") == PROJECT and isinstance(record.get("series"), dict):
+            return str(record["series"].get("fingerprint"))
+    return None
 
 
 def refuse_another_series(wheel: Path, series: str, then: str) -> None:
-    """Refuse a wheel whose record names a series other than ``series``: a version names one series."""
-    built_from = "none"
-    with contextlib.suppress(zipfile.BadZipFile, ValueError, OSError, AttributeError), zipfile.ZipFile(wheel) as zf:
-        built_from = str(((_tool_record(zf) or {}).get("series") or {}).get("fingerprint", "none"))
-    if built_from != series:
+    """Refuse a wheel built from a series other than ``series`` under the version ``series`` builds."""
+    if built_from(wheel) != series:
         raise SeriesError(
-            f"{wheel} was built from another series (fingerprint {built_from[:12]}, patches/ is {series[:12]}) under "
-            "the same version, and a version names one series: raise series_version in [wheels] of base.toml and "
-            f'set its fingerprint = "{series}"{then}'
+            f"{wheel} was built from another series (fingerprint {str(built_from(wheel))[:12]}, patches/ is "
+            f"{series[:12]}) under the same version, and a version names one series: raise series_version in [wheels] "
+            f'of base.toml and set its fingerprint = "{series}"{then}'
         )
 
 
-def wheel_problem(path: Path) -> str:
-    """Why ``path`` is not a wheel exactly as the tool built it (each member as its RECORD lists it, none missing, the
-    tool's record in it), or ``""``: a wheel changed after the build (``zip WHEEL MYNOTE.txt``) is a person's."""
-    if path.is_symlink() or not path.is_file():
-        return "a link" if path.is_symlink() else ("a folder" if path.is_dir() else "not a file")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            record = next((n for n in names if n.count("/") == 1 and n.endswith(".dist-info/RECORD")), "")
-            listed = (
-                {row[0]: row[1:] for row in csv.reader(io.StringIO(archive.read(record).decode()))} if record else {}
-            )
-            for name in names:
-                data = archive.read(name)
-                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-                if name != record and listed.get(name) != [f"sha256={digest}", str(len(data))]:
-                    return f"its {name} is not as its RECORD lists it"
-            missing = sorted(set(listed) - set(names))
-            if missing or not record:
-                return f"its RECORD lists {missing[0]}, which it lacks" if missing else "no .dist-info/RECORD"
-            if _tool_record(archive) is None:
-                return f"no {RECORD_NAME} of the tool's in it"
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, csv.Error) as exc:
-        return f"not a readable wheel: {exc}"
-    return ""
+def kept(target: Path, series: str) -> bool:
+    """Whether a wheel the tool built from ``series`` is at ``target`` (kept as it is: a version names one series);
+    anything else there is refused, so that nothing in ``dist/`` is ever overwritten."""
+    if not (target.exists() or target.is_symlink()):
+        return False
+    if built_from(target) is None:
+        raise SeriesError(
+            f"{target} is in the way: a wheel goes there, and what is there is not a wheel the tool built, which may "
+            f"be yours; move it away ({shell('mv', target, kept_path(target))}) and re-run; nothing was written to "
+            "dist/"
+        )
+    refuse_another_series(target, series, "; nothing was written to dist/")
+    return True
 
 
-def move_into(dist: Path, wheels: list[Path], series: str, lock: Lock) -> None:
-    """Copy ``wheels`` into a staging folder of ``dist`` and rename each in, under ``lock``; a failure or an interrupt
-    on the way removes the wheels it added. A wheel it replaces is the tool's build of the same series."""
+def move_into(dist: Path, wheels: list[Path], series: str, lock: Lock) -> list[Path]:
+    """Copy the ``wheels`` not in ``dist`` yet into a staging folder there and rename each in, under ``lock``; a
+    failure or an interrupt on the way removes those renamed in. The wheels kept as they were."""
     made = not dist.exists()
     lock.acquire(make=True)  # held from here on (if it was not already): no other run writes dist/ meanwhile
     staging = dist / STAGING
     shutil.rmtree(staging, ignore_errors=True)  # a killed run's: no live run holds the lock
     added: list[Path] = []
     try:
-        for wheel in wheels:  # again under the lock: a person may have put a file there during the build
-            check_target(dist / wheel.name, series)
+        new = [wheel for wheel in wheels if not kept(dist / wheel.name, series)]  # again: files may have come since
         staging.mkdir()
-        for wheel in wheels:
+        for wheel in new:
             shutil.copyfile(wheel, staging / wheel.name)
             stage("wheel-copied")
-        for wheel in wheels:
-            target = dist / wheel.name
-            if not target.exists():
-                added.append(target)
-            os.replace(staging / wheel.name, target)
+        for wheel in new:
+            os.replace(staging / wheel.name, dist / wheel.name)
+            added.append(dist / wheel.name)
             stage("wheel-renamed")
     except BaseException:
         for target in added:
-            target.unlink(missing_ok=True)
+            target.unlink()
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if made:
             with contextlib.suppress(OSError):
                 dist.rmdir()  # only when empty: the run failed before a wheel went in
+    return [dist / wheel.name for wheel in wheels if dist / wheel.name not in added]
