@@ -32,7 +32,7 @@ from patchseries.lock import Lock, hold
 from patchseries.paths import Workspace, kept_path, shell
 from patchseries.pin import Pin, Standalone
 from patchseries.progress import Log
-from patchseries.series import Patch, crlf_problem, diff_paths, file_sections, fingerprint, has_crlf, section_path
+from patchseries.series import Patch, crlf_problem, file_sections, fingerprint, has_crlf, section_path
 from patchseries.trees import BASE_REF
 
 RECORD_NAME = "patch-series.json"  # in each wheel's .dist-info: importlib.metadata reads it without importing torch
@@ -126,9 +126,8 @@ class PackageMapping:
 def replace_imports(
     lines: list[str], mapping: tuple[tuple[str, str], ...], lightning_by: str = "", base: str = "lightning"
 ) -> list[str]:
-    """Upstream's ``_replace_imports`` (``.actions/assistant.py`` of Lightning 2.6.6), rule for rule: each module
-    name not after ``_``, ``/``, ``@`` nor before a name character or ``/`` is replaced; with ``lightning_by``,
-    ``from lightning import`` and ``import lightning`` become imports of it, after each mapping, as upstream does."""
+    """Upstream's ``_replace_imports`` (``.actions/assistant.py`` of Lightning 2.6.6), rule for rule; with
+    ``lightning_by``, ``from lightning import`` and ``import lightning`` become imports of it, as upstream does."""
     out = lines[:]
     for source, target in mapping:
         for index, line in enumerate(out):
@@ -142,16 +141,12 @@ def replace_imports(
 
 def map_patch(patch: Patch, mapping: PackageMapping, lacks: tuple[str, ...]) -> str:
     """``patch``'s diff mapped onto ``mapping.package``, without the paths no sdist ships (``lacks``) or another
-    package ships; a path with no counterpart (the unified ``__init__.py``) or a rename out of it is refused."""
+    package ships; a path with no counterpart (the unified ``__init__.py``) is refused. (A rename out of the package
+    fails :func:`_verify`: the file is still in the wheel.)"""
     kept = []
     for section in file_sections(patch.path.read_bytes().decode(errors="surrogateescape")):
         path = section_path(section)
-        old = (diff_paths(section.split("\n", 1)[0]) or (path, path))[0]
         if path.startswith(lacks) or path.startswith(mapping.elsewhere):
-            if old != path and mapping.path(old) is not None and "\nrename from " in section.split("\n@@", 1)[0]:
-                raise SeriesError(f"{patch.name} renames {old} to {path}, out of {mapping.package}, which cannot "
-                                  "carry that rename; make it a deletion and an addition (git format-patch "
-                                  "--no-renames)")  # fmt: skip
             continue
         if mapping.path(path) is None:
             raise SeriesError(
@@ -159,9 +154,6 @@ def map_patch(patch: Patch, mapping: PackageMapping, lacks: tuple[str, ...]) -> 
                 f"{', '.join(mapping.prefixes)} of {mapping.base}, mapped as Lightning's .actions/assistant.py does); "
                 "move that change into a mapped folder or map the folder in [wheels] of base.toml"
             )
-        if mapping.path(old) is None:
-            raise SeriesError(f"{patch.name} makes {path} from {old}, which {mapping.package} does not ship; make it "
-                              "an addition (git format-patch --no-renames)")  # fmt: skip
         if "\nGIT binary patch\n" in section:
             raise SeriesError(f"a binary change of {path} cannot be mapped onto {mapping.package}")
         kept.append(_map_section(section, path, mapping))
@@ -233,7 +225,10 @@ def build_wheels(
                                f"({package_pin.sdist_filename}) with its paths and imports mapped")  # fmt: skip
                     in_package = [patch.name for patch, patch_diff in mapped[package] if patch_diff]
                 record = _record(wheel_pin, package, package_pin, patches, in_package)
-                _stamp(sdist, package, package_pin, version, record)
+                for version_file in (sdist / "src").glob("*/version.info"):  # what the build reads its version from
+                    version_file.write_text(f"{version}\n")
+                (sdist / "src" / "version.info").write_text(f"{version}\n")
+                (sdist / "src" / f"{package}.egg-info" / RECORD_NAME).write_text(record)  # the build copies it
                 log(f"building the {package} wheel ({len(in_package)} of {len(patches)} patches in it)")
                 wheel = _build(sdist, work / "out", package, pin)
                 _verify(wheel, package, version, record, tree, changed, deleted, mapping)
@@ -261,17 +256,6 @@ def _record(wheel_pin: WheelPin, package: str, package_pin: Pin, patches: list[P
         "series": {"version": wheel_pin.series_version, "fingerprint": fingerprint(patches), "patches": entries},
         "note": "not an upstream release: Lightning with a patch series applied",
     }, indent=1) + "\n"  # fmt: skip
-
-
-def _stamp(sdist: Path, package: str, package_pin: Pin, local_version: str, record: str) -> None:
-    """The local version into every ``version.info`` the build reads, the record into the ``.egg-info``."""
-    top, egg_info = sdist / "src" / "version.info", sdist / "src" / f"{package}.egg-info"
-    if not top.is_file() or not egg_info.is_dir():
-        raise SeriesError(f"{package_pin.sdist_filename} has no src/version.info or src/{package}.egg-info/: not a "
-                          "Lightning sdist")  # fmt: skip
-    for version_file in [top, *(sdist / "src").glob("*/version.info")]:
-        version_file.write_text(f"{local_version}\n")
-    (egg_info / RECORD_NAME).write_text(record)
 
 
 def _build(sdist: Path, out_dir: Path, package: str, pin: Pin) -> Path:
@@ -331,10 +315,8 @@ def built_from(wheel: Path) -> str | None:
     if wheel.is_symlink() or not wheel.is_file():
         return None
     with contextlib.suppress(zipfile.BadZipFile, ValueError, OSError), zipfile.ZipFile(wheel) as archive:
-        name = next(
-            (n for n in archive.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{RECORD_NAME}")), ""
-        )
-        record = json.loads(archive.read(name)) if name else None
+        ours = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{RECORD_NAME}")]
+        record = json.loads(archive.read(ours[0])) if ours else None
         if isinstance(record, dict) and record.get("project") == PROJECT and isinstance(record.get("series"), dict):
             return str(record["series"].get("fingerprint"))
     return None
@@ -343,11 +325,10 @@ def built_from(wheel: Path) -> str | None:
 def refuse_another_series(wheel: Path, series: str, then: str) -> None:
     """Refuse a wheel built from a series other than ``series`` under the version ``series`` builds."""
     if built_from(wheel) != series:
-        raise SeriesError(
-            f"{wheel} was built from another series (fingerprint {str(built_from(wheel))[:12]}, patches/ is "
-            f"{series[:12]}) under the same version, and a version names one series: raise series_version in [wheels] "
-            f'of base.toml and set its fingerprint = "{series}"{then}'
-        )
+        raise SeriesError(f"{wheel} was built from another series (fingerprint {str(built_from(wheel))[:12]}, "
+                          f"patches/ is {series[:12]}) under the same version, and a version names one series: raise "
+                          'series_version in [wheels] of base.toml and set its fingerprint = '
+                          f'"{series}"{then}')  # fmt: skip
 
 
 def kept(target: Path, series: str) -> bool:
@@ -356,11 +337,9 @@ def kept(target: Path, series: str) -> bool:
     if not (target.exists() or target.is_symlink()):
         return False
     if built_from(target) is None:
-        raise SeriesError(
-            f"{target} is in the way: a wheel goes there, and what is there is not a wheel the tool built, which may "
-            f"be yours; move it away ({shell('mv', target, kept_path(target))}) and re-run; nothing was written to "
-            "dist/"
-        )
+        raise SeriesError(f"{target} is in the way: a wheel goes there, and what is there is not a wheel the tool "
+                          f"built, which may be yours; move it away ({shell('mv', target, kept_path(target))}) and "
+                          "re-run; nothing was written to dist/")  # fmt: skip
     refuse_another_series(target, series, "; nothing was written to dist/")
     return True
 

@@ -17,16 +17,11 @@ from patchseries.release import WheelPin, build_wheels, load_wheel_pin
 from patchseries.series import Patch, snapshot_series
 from patchseries.wheels import check_python, running_python
 
-COMMANDS = ("wheels", "test-wheels")
-
 
 def add_parsers(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register the wheel commands on ``sub`` (the command line's subparsers)."""
-    wheels = sub.add_parser(
-        "wheels", parents=parents, help="build the release wheels (lightning and the standalone packages) into dist/",
-    )  # fmt: skip
-    wheels.add_argument("--dist", type=path_option, metavar="DIR", help="where the wheels go (default: dist/ of the "
-                        "project)")  # fmt: skip
+    wheels = sub.add_parser("wheels", parents=parents, help="build the release wheels into dist/")
+    wheels.add_argument("--dist", type=path_option, metavar="DIR", help="where the wheels go (default: dist/)")
     wheels.set_defaults(handler=cmd_wheels)
     test = sub.add_parser(
         "test-wheels", parents=parents, help="install the wheels of dist/ with torch and run the acceptance suite",
@@ -34,10 +29,10 @@ def add_parsers(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )  # fmt: skip
     test.add_argument("--dist", type=path_option, metavar="DIR", help="where the wheels are (default: dist/)")
     test.add_argument("--torch", action="append", help=f"a torch release (repeatable; default {DEFAULT_TORCH})")
-    test.add_argument(
-        "--package", action="append", type=_package, help="a package whose wheel to test, as pip or import names it "
-        "(repeatable; default: lightning and pytorch_lightning)",
-    )  # fmt: skip
+    # as pip spells it too (pytorch-lightning): PEP 503's name, with the wheels' `_`
+    package = lambda value: canonicalize_name(name_option(value)).replace("-", "_")  # noqa: E731
+    test.add_argument("--package", action="append", type=package, help="a package whose wheel to test, as pip or "
+                      "import names it (repeatable; default: lightning and pytorch_lightning)")  # fmt: skip
     test.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto", help="auto: uv if present")
     test.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments, after --")
     test.set_defaults(handler=cmd_test_wheels)
@@ -45,7 +40,7 @@ def add_parsers(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def validate(args: argparse.Namespace, ws: Workspace) -> None:
     """Refuse bad values and a bad ``[wheels]`` pin before anything is made or downloaded."""
-    if args.command not in COMMANDS:
+    if args.command not in ("wheels", "test-wheels"):
         return
     wheel_pin = load_wheel_pin(ws.pin_file, load_pin(ws.pin_file))
     dist = _dist(args, ws)
@@ -77,11 +72,6 @@ def _load(ws: Workspace) -> tuple[WheelPin, list[Patch]]:
     return load_wheel_pin(ws.pin_file, load_pin(ws.scratch / "series" / "base.toml")).for_series(patches), patches
 
 
-def _rebuild(args: argparse.Namespace, ws: Workspace) -> str:
-    """The command that builds the wheels where this run looks for them: its own --dist, --patches and --workdir."""
-    return ws.command("wheels", *(("--dist", _dist(args, ws)) if args.dist else ()))
-
-
 def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
     wheel_pin, patches = _load(ws)
     built, kept = build_wheels(ws, wheel_pin, patches, _dist(args, ws), make_log())
@@ -100,19 +90,15 @@ def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def cmd_test_wheels(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries.wheeltest import run_wheel_test, summary
+    from patchseries.wheeltest import run_wheel_test
 
     wheel_pin, patches = _load(ws)
     statuses, log = [], make_log()
+    rebuild = ws.command("wheels", *(("--dist", _dist(args, ws)) if args.dist else ()))  # where this run looks
     for torch in args.torch:
         for package in args.package:
-            result = run_wheel_test(ws, wheel_pin, patches, package, torch, _dist(args, ws), log, _rebuild(args, ws),
-                                    installer=args.installer, pytest_args=tuple(args.pytest_args))  # fmt: skip
-            print(summary(result, wheel_pin.local_version), flush=True)
-            statuses.append(result.exit_status)
+            status, summary = run_wheel_test(ws, wheel_pin, patches, package, torch, _dist(args, ws), log, rebuild,
+                                             args.installer, tuple(args.pytest_args))  # fmt: skip
+            print(summary, flush=True)
+            statuses.append(status)
     return 1 if 1 in statuses else (5 if 5 in statuses else 0)
-
-
-def _package(value: str) -> str:
-    """A package as pip spells it too (``pytorch-lightning``): PEP 503's name, with the wheels' ``_``."""
-    return canonicalize_name(name_option(value)).replace("-", "_")

@@ -1,11 +1,6 @@
-"""``patchseries test-wheels``: the wheels in ``dist/`` tested as users get them.
-
-Each wheel is installed (``uv pip``, else pip; never editable) with the wheels of ``dist/`` it requires into a fresh
-environment with a torch release. Then, against the installed package: its version, its record's series, that it is
-found in ``site-packages``; for each patch one line it adds, looked up in the installed file (:func:`patched_lines`);
-and the acceptance suite (imports mapped for a standalone package), from a folder with only the tests and Lightning's
-``pyproject.toml``, so that every ``import`` finds the installed package.
-"""
+"""``patchseries test-wheels``: the wheels in ``dist/`` installed as users get them (never editable) into a fresh
+environment with a torch release, then checked against the installed package: its version and record, one line each
+patch adds (:func:`patched_lines`), and the acceptance suite run from a folder of its own, imports mapped."""
 
 from __future__ import annotations
 
@@ -16,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -33,7 +28,7 @@ from patchseries.paths import Workspace
 from patchseries.progress import Log
 from patchseries.release import RECORD_NAME, SERIES_REF, PackageMapping, WheelPin, replace_imports, wheel_prefix
 from patchseries.series import Patch, file_sections, hunks, section_path
-from patchseries.testrun import TestOutcome, run_tests
+from patchseries.testrun import run_tests
 from patchseries.trees import BASE_REF
 
 MIN_LINE = 12  # characters of a looked-up line: shorter ones (``return x``) are in many files
@@ -51,22 +46,6 @@ class PatchLine:
     path: str  # in the installed package: pytorch_lightning/core/module.py
     line: str | None  # a line, or a block of lines; None: nothing to look up, for the reason ``note``
     note: str = ""
-
-
-@dataclass
-class WheelResult:
-    package: str
-    torch: str
-    wheel: Path
-    version: str = ""
-    files: list[str] = field(default_factory=list)  # one line per patch: found, or the problem
-    files_ok: bool = False
-    outcome: TestOutcome | None = None
-
-    @property
-    def exit_status(self) -> int:
-        ran = self.files_ok and self.outcome is not None
-        return 5 if ran and self.outcome.no_tests else (0 if ran and self.outcome.ok else 1)  # type: ignore[union-attr]
 
 
 def find_wheel(dist: Path, package: str, local_version: str, rebuild: str) -> Path:
@@ -139,9 +118,9 @@ def check_installed(lines: list[PatchLine], site_packages: Path) -> tuple[bool, 
 def run_wheel_test(
     ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], package: str, torch: str, dist: Path, log: Log,
     rebuild: str, installer: str = "auto", pytest_args: tuple[str, ...] = (),
-) -> WheelResult:  # fmt: skip
-    """Install ``package``'s wheel from ``dist`` with ``torch`` into a fresh environment and test it (module doc);
-    ``rebuild``: the command that builds the wheels into ``dist`` with the run's own options (a refusal's remedy)."""
+) -> tuple[int, str]:  # fmt: skip
+    """Install ``package``'s wheel from ``dist`` with ``torch`` into a fresh environment and test it (module doc): the
+    exit status and the summary. ``rebuild``: the command that builds the wheels into ``dist`` (a refusal's remedy)."""
     pin, version = wheel_pin.pin, wheel_pin.local_version
     wheel = find_wheel(dist, package, version, rebuild)
     release.refuse_another_series(wheel, wheel_pin.series, f", then build the wheels again ({rebuild})")
@@ -175,10 +154,9 @@ def run_wheel_test(
         and f"the installed {RECORD_NAME} does not name the series {wheel_pin.series[:12]}",
     ]
     files_ok, files = check_installed(lines, site_packages)
-    result = WheelResult(package, torch, wheel, info["version"], [p for p in problems if p] + files)
-    result.files_ok = files_ok and not any(problems)
-    log(f"installed {package} {result.version} in {venv.name}; installed-files check: "
-        f"{'ok' if result.files_ok else 'FAILED'}")  # fmt: skip
+    files_ok = files_ok and not any(problems)
+    log(f"installed {package} {info['version']} in {venv.name}; installed-files check: "
+        f"{'ok' if files_ok else 'FAILED'}")  # fmt: skip
     standalone = wheel_pin.standalone(package)
     suites = [f"tests_{s}" for s in (standalone.ships if standalone else (s.subpackage for s in wheel_pin.standalones))]
     ws.scratch.mkdir(parents=True, exist_ok=True)
@@ -188,20 +166,15 @@ def run_wheel_test(
         log(f"running the acceptance suite ({len(modules)} modules of {', '.join(suites)}) against the installed "
             f"{package}")  # fmt: skip
         reports = ws.reports / f"wheel-{package}-torch-{torch}"
-        result.outcome = run_tests(env.Environment(venv, torch), Path(scratch), modules, [], reports, pytest_args)
-    return result
-
-
-def summary(result: WheelResult, local_version: str) -> str:
-    verdict = {5: "NO TESTS RAN", 0: "OK"}.get(result.exit_status, "FAILED")
-    tests = "n/a" if result.outcome is None else result.outcome.line()
-    return "\n".join([
+        outcome = run_tests(env.Environment(venv, torch), Path(scratch), modules, [], reports, pytest_args)
+    status = (5 if outcome.no_tests else 0 if outcome.ok else 1) if files_ok else 1
+    return status, "\n".join([
         "wheel test",
-        f"  package:   {result.package} {result.version or local_version} (installed from {result.wheel})",
-        f"  torch:     {result.torch}",
-        *(f"  files:     {line}" for line in result.files),
-        f"  tests:     {tests} (acceptance suite against the installed package)",
-        f"  result:    {verdict}",
+        f"  package:   {package} {info['version']} (installed from {wheel})",
+        f"  torch:     {torch}",
+        *(f"  files:     {line}" for line in [*(p for p in problems if p), *files]),
+        f"  tests:     {outcome.line()} (acceptance suite against the installed package)",
+        f"  result:    {({5: 'NO TESTS RAN', 0: 'OK'}).get(status, 'FAILED')}",
     ])  # fmt: skip
 
 
