@@ -78,7 +78,7 @@ def patched_lines(patches: list[Patch], mapping: PackageMapping, tree: Path, lac
     for patch in patches:
         candidates = []  # (preference, installed path, line or block)
         for path, run in runs[patch.name]:
-            (after, before, after_lines, before_lines), target = files[path], str(mapping.path(path))[4:]
+            (after, before, after_lines, before_lines), target = files[path], str(mapping.path(path))[len("src/") :]
             for line in (m.strip() for m in run):
                 if len(line) >= MIN_LINE and line in after_lines and line not in before_lines:
                     candidates.append((0 if added_by[line] == {patch.name} else 1, target, line))
