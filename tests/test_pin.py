@@ -6,7 +6,7 @@ import pytest
 
 from conftest import files_of, one_error
 from patchseries.pin import load_pin
-from patchseries.standalone import load_wheel_pin
+from patchseries.release import load_wheel_pin
 
 WHEELS = (
     '\n[wheels]\nseries_version = {version}\n\n[wheels.fakelib_fabric]\nsubpackage = "fabric"\n'

@@ -3,57 +3,36 @@
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import canonicalize_name
 
 from patchseries.environment import DEFAULT_TORCH, known_torch, parse_torch_version, torch_index
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace, name_option, path_option
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
+from patchseries.release import WheelPin, build_wheels, load_wheel_pin
 from patchseries.series import Patch, snapshot_series
-from patchseries.standalone import WheelPin, load_wheel_pin
-from patchseries.wheeldist import check_dist, default_dist
 from patchseries.wheels import check_python, running_python
-
-COMMANDS = ("wheels", "test-wheels")
-WHEELS_DESCRIPTION = """\
-Build the release series into wheels of lightning, pytorch_lightning and lightning_fabric, in dist/: each from its
-pinned sdist (sha256 checked), the series applied (for a standalone package, mapped onto its paths and imports as
-Lightning's own build mirrors them), built by the package's own build backend, with the local version
-<release>+series.<series_version> (a series other than the one base.toml's [wheels] fingerprint records:
-<release>+changed.<series_version>.<its fingerprint>, below every released one) and the series' record
-(patch-series.json) in its .dist-info. dist/ gets every wheel in one step or none, and anything of yours at a
-wheel's name is refused before any build; a tree that is not exactly the series is refused.
-"""
-TEST_DESCRIPTION = """\
-Install the wheels of dist/ into a fresh environment with a torch release (with uv or pip, not editable), check
-that the installed files are the patched ones (one line per patch, taken from the patch files), and run the
-acceptance suite against the installed package (for a standalone package, with its imports mapped).
-"""
 
 
 def add_parsers(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register the wheel commands on ``sub`` (the command line's subparsers)."""
-    raw = argparse.RawDescriptionHelpFormatter
-    wheels = sub.add_parser(
-        "wheels", parents=parents, help="build the release wheels (lightning and the standalone packages) into dist/",
-        description=WHEELS_DESCRIPTION, formatter_class=raw,
-    )  # fmt: skip
-    wheels.add_argument("--dist", type=path_option, metavar="DIR", help="where the wheels go (default: dist/ of the "
-                        "project)")  # fmt: skip
+    wheels = sub.add_parser("wheels", parents=parents, help="build the release wheels into dist/")
+    wheels.add_argument("--dist", type=path_option, metavar="DIR", help="where the wheels go (default: dist/)")
     wheels.set_defaults(handler=cmd_wheels)
     test = sub.add_parser(
         "test-wheels", parents=parents, help="install the wheels of dist/ with torch and run the acceptance suite",
-        description=TEST_DESCRIPTION, formatter_class=raw, epilog="pytest arguments go after --, e.g. -- -x",
+        epilog="pytest arguments go after --, e.g. -- -x",
     )  # fmt: skip
     test.add_argument("--dist", type=path_option, metavar="DIR", help="where the wheels are (default: dist/)")
     test.add_argument("--torch", action="append", help=f"a torch release (repeatable; default {DEFAULT_TORCH})")
-    test.add_argument(
-        "--package", action="append", type=_package, help="a package whose wheel to test, as pip or import names it "
-        "(repeatable; default: lightning and pytorch_lightning)",
-    )  # fmt: skip
+    # as pip spells it too (pytorch-lightning): PEP 503's name, with the wheels' `_`
+    package = lambda value: canonicalize_name(name_option(value)).replace("-", "_")  # noqa: E731
+    test.add_argument("--package", action="append", type=package, help="a package whose wheel to test, as pip or "
+                      "import names it (repeatable; default: lightning and pytorch_lightning)")  # fmt: skip
     test.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto", help="auto: uv if present")
     test.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments, after --")
     test.set_defaults(handler=cmd_test_wheels)
@@ -61,10 +40,15 @@ def add_parsers(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def validate(args: argparse.Namespace, ws: Workspace) -> None:
     """Refuse bad values and a bad ``[wheels]`` pin before anything is made or downloaded."""
-    if args.command not in COMMANDS:
+    if args.command not in ("wheels", "test-wheels"):
         return
     wheel_pin = load_wheel_pin(ws.pin_file, load_pin(ws.pin_file))
-    check_dist(_dist(args, ws), ws, writes=args.command == "wheels")
+    dist = _dist(args, ws)
+    if dist.exists() and not dist.is_dir():
+        raise SeriesError(f"--dist {dist} is a file; pass the folder of the wheels")
+    if args.command == "wheels" and (dist == ws.workdir or ws.workdir in dist.parents):
+        raise SeriesError(f"--dist {dist} is inside the work directory {ws.workdir}, whose trees the tool refuses "
+                          "once changed and whose other folders it rebuilds; pass a folder outside it")  # fmt: skip
     if args.command == "test-wheels":
         torch_index()
         # as `test` and `matrix` take --torch: a release this tool knows, that has a wheel for this Python
@@ -79,32 +63,25 @@ def validate(args: argparse.Namespace, ws: Workspace) -> None:
 
 
 def _dist(args: argparse.Namespace, ws: Workspace) -> Path:
-    return (args.dist or default_dist(ws)).resolve()
+    return (args.dist or (ws.project or ws.patches.parent) / "dist").resolve()  # dist/ beside patches/
 
 
 def _load(ws: Workspace) -> tuple[WheelPin, list[Patch]]:
-    """The wheel pin and the series of ``patches/``, read once, from a snapshot (whose fingerprint decides the
-    wheels' local version and fills their records)."""
-    snapshot = ws.scratch / "series"
-    patches = snapshot_series(ws.patches, snapshot)
-    return load_wheel_pin(ws.pin_file, load_pin(snapshot / "base.toml")).for_series(patches), patches
-
-
-def _rebuild(args: argparse.Namespace, ws: Workspace) -> str:
-    """The command that builds the wheels where this run looks for them: its own --dist, --patches and --workdir."""
-    return ws.command("wheels", *(("--dist", _dist(args, ws)) if args.dist else ()))
+    """The wheel pin and the series of ``patches/``, read once into a snapshot and held for the whole run."""
+    patches = snapshot_series(ws.patches, ws.scratch / "series")
+    return load_wheel_pin(ws.pin_file, load_pin(ws.scratch / "series" / "base.toml")).for_series(patches), patches
 
 
 def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries.wheelbuild import build_wheels
-
     wheel_pin, patches = _load(ws)
-    built = build_wheels(ws, wheel_pin, patches, _dist(args, ws), make_log())
+    built, kept = build_wheels(ws, wheel_pin, patches, _dist(args, ws), make_log())
     print(f"built {len(built)} wheels of {wheel_pin.pin.name} {wheel_pin.local_version} (series v"
           f"{wheel_pin.series_version}, {len(patches)} patches):")  # fmt: skip
-    for wheel in built:
-        count = len(wheel.patches)
-        print(f"  {wheel.path}  ({count} patch{'es' if count != 1 else ''} in it)")
+    for wheel, in_it in built.items():
+        print(f"  {wheel}  ({len(in_it)} patch{'es' if len(in_it) != 1 else ''} in it)")
+    for wheel in kept:
+        print(f"note: {wheel} was there already, built from this series, and is kept as it is; to replace it with "
+              "this build, remove it and re-run")  # fmt: skip
     if not wheel_pin.is_released:
         print(f"note: the series is not the one recorded for series v{wheel_pin.series_version} ([wheels] fingerprint "
               f"of {ws.pin_file}), so its wheels are {wheel_pin.local_version}, not {wheel_pin.released}; to release "
@@ -113,24 +90,15 @@ def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def cmd_test_wheels(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries.wheeltest import run_wheel_test, summary
+    from patchseries.wheeltest import run_wheel_test
 
     wheel_pin, patches = _load(ws)
-    dist = _dist(args, ws)
-    statuses = []
-    log = make_log()
+    statuses, log = [], make_log()
+    rebuild = ws.command("wheels", *(("--dist", _dist(args, ws)) if args.dist else ()))  # where this run looks
     for torch in args.torch:
         for package in args.package:
-            result = run_wheel_test(
-                ws, wheel_pin, patches, package, torch, dist, log, _rebuild(args, ws), installer=args.installer,
-                pytest_args=tuple(args.pytest_args),
-            )  # fmt: skip
-            print(summary(result, wheel_pin.local_version), flush=True)
-            statuses.append(result.exit_status)
+            status, summary = run_wheel_test(ws, wheel_pin, patches, package, torch, _dist(args, ws), log, rebuild,
+                                             args.installer, tuple(args.pytest_args))  # fmt: skip
+            print(summary, flush=True)
+            statuses.append(status)
     return 1 if 1 in statuses else (5 if 5 in statuses else 0)
-
-
-def _package(value: str) -> str:
-    """A package as pip spells it too (``pytorch-lightning``, ``Lightning_Fabric``): PEP 503's normalized name, with
-    ``_`` (the wheels' and the import names' spelling)."""
-    return re.sub(r"[-_.]+", "_", name_option(value)).lower()
