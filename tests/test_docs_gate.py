@@ -7,9 +7,9 @@ from pathlib import Path
 
 from conftest import commit, git
 from patchseries.docs import changed_pages, run_docs_gate
-from patchseries.environment import Environment
 from patchseries.paths import Workspace
 from patchseries.progress import quiet
+from patchseries.runner import Environment
 
 # Warns like Sphinx, "<source>/<page>.rst:<line>: WARNING: ...", for each `.. bogus::` directive in the pages it builds.
 FAKE_SPHINX = textwrap.dedent(

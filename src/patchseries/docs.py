@@ -16,10 +16,10 @@ from collections import Counter
 from pathlib import Path
 
 from patchseries.base import base_worktree
-from patchseries.environment import Environment
 from patchseries.gitcmd import out
 from patchseries.paths import Workspace
 from patchseries.progress import Log
+from patchseries.runner import Environment
 from patchseries.trees import BASE_REF
 from patchseries.upstream import Comparison
 

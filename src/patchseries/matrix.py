@@ -18,19 +18,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchseries import acceptance, changed_lines
+from patchseries import changed_lines
 from patchseries.atomic import write_file
 from patchseries.base import base_worktree
-from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import add_excludes, git
-from patchseries.harness import write_harness
+from patchseries.job import BaseChoice, Prepared, install_acceptance, prepare, write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace, project_root
-from patchseries.pipeline import BaseChoice, Prepared, prepare
 from patchseries.progress import Log
-from patchseries.testrun import changed_source_files, junit_cases, run_tests
+from patchseries.runner import (
+    TORCH_NEWEST_PATCH,
+    Environment,
+    changed_source_files,
+    ensure_environment,
+    junit_cases,
+    run_tests,
+)
 from patchseries.trees import BASE_REF, recording
-from patchseries.wheels import TORCH_NEWEST_PATCH
 
 # the newest patch release of every minor release Lightning 2.6.6 supports (PyPI, checked when a release was added):
 # 2.1.2, 2.2.2, 2.3.1, 2.4.1, 2.5.1, 2.6.0, 2.7.1, 2.8.0, 2.9.1, 2.10.0, 2.11.0, 2.12.1, 2.13.0, 2.14.1, 2.15.0
@@ -327,6 +331,6 @@ def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(git("show", f"HEAD:{path}", cwd=repo).stdout)
     add_excludes(tree, [f"/{path}" for path in added])  # the tool's copies: never a person's uncommitted files
-    acceptance.install(tree, ws.acceptance)
+    install_acceptance(tree, ws.acceptance)
     write_harness(tree, prepared.patches)
     return tree

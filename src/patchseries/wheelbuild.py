@@ -30,7 +30,6 @@ from pathlib import Path
 
 from patchseries.apply import tool_tree
 from patchseries.base import download_sdist, resolve_source, safe_extract
-from patchseries.environment import find_uv
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
 from patchseries.interrupts import stage
@@ -38,6 +37,7 @@ from patchseries.lock import Lock
 from patchseries.paths import Workspace
 from patchseries.pin import Pin
 from patchseries.progress import Log
+from patchseries.runner import find_uv
 from patchseries.series import Patch, crlf_problem, fingerprint, has_crlf
 from patchseries.standalone import MappedPatch, PackageMapping, WheelPin, map_patch
 from patchseries.trees import BASE_REF

@@ -7,15 +7,21 @@ import re
 from pathlib import Path
 from typing import Any
 
-from patchseries.environment import DEFAULT_TORCH, known_torch, parse_torch_version, torch_index
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace, name_option, path_option
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
+from patchseries.runner import (
+    DEFAULT_TORCH,
+    check_python,
+    known_torch,
+    parse_torch_version,
+    running_python,
+    torch_index,
+)
 from patchseries.series import Patch, snapshot_series
 from patchseries.standalone import WheelPin, load_wheel_pin
 from patchseries.wheeldist import check_dist, default_dist
-from patchseries.wheels import check_python, running_python
 
 COMMANDS = ("wheels", "test-wheels")
 WHEELS_DESCRIPTION = """\

@@ -27,31 +27,32 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries.acceptance import is_test_module, source_files
 from patchseries.apply import tool_tree
 from patchseries.base import resolve_source
-from patchseries.environment import (
+from patchseries.errors import SeriesError
+from patchseries.gitcmd import git
+from patchseries.job import RUNIF, is_test_module, source_files
+from patchseries.paths import Workspace
+from patchseries.progress import Log
+from patchseries.runner import (
     TEST_REQUIREMENTS,
     Environment,
+    TestOutcome,
     build_venv,
+    check_python,
     choose_uv,
     companion_requirements,
     index_args,
     parse_torch_version,
+    run_tests,
+    running_python,
     torch_index,
 )
-from patchseries.errors import SeriesError
-from patchseries.gitcmd import git
-from patchseries.harness import RUNIF
-from patchseries.paths import Workspace
-from patchseries.progress import Log
 from patchseries.series import Patch, file_sections, fingerprint, hunks, section_path
 from patchseries.standalone import PackageMapping, WheelPin, replace_imports
-from patchseries.testrun import TestOutcome, run_tests
 from patchseries.trees import BASE_REF
 from patchseries.wheelbuild import SERIES_REF
 from patchseries.wheeldist import RECORD_NAME, refuse_another_series, wheel_prefix
-from patchseries.wheels import check_python, running_python
 
 MIN_LINE = 12  # characters of a looked-up line: shorter ones (``return x``) are in many files
 _REQUIRES = re.compile(r"^Requires-Dist: ([A-Za-z0-9._-]+)", re.MULTILINE)

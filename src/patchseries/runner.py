@@ -1,0 +1,397 @@
+"""Running the series' tests: the torch table, the one builder of virtual environments, pytest and its reports."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchseries.errors import SeriesError
+from patchseries.paths import Workspace, remove
+from patchseries.progress import Log
+
+DEFAULT_TORCH = "2.13.0"
+LIGHTNING = "Lightning 2.6.6"
+PYTHON_FLOOR = (3, 10)  # lightning-2.6.6.tar.gz, PKG-INFO: "Requires-Python: >=3.10"
+Version = tuple[int, int]
+# Read from PyPI on 2026-12-01, Linux x86_64, one look-up per Python 3.Y (Y = 9 ... 14), PIP_CONFIG_FILE=/dev/null:
+# `pip index versions torch --isolated --only-binary=:all: --python-version 3.Y --platform manylinux_2_28_x86_64`.
+# torch (major, minor) -> (oldest, newest Python with a wheel), newest patch release. torch adds no wheel to a past
+# release; a release the table lacks is refused before any work (else it fails in the installer, after a fresh
+# environment was made), so a new torch release is added here with the tool. `matrix` runs each newest patch release.
+TORCH: dict[Version, tuple[Version, Version, int]] = {
+    (2, minor): ((3, oldest), (3, newest), patch)
+    for minor, oldest, newest, patch in [(1, 9, 11, 2), (2, 9, 12, 2), (3, 9, 12, 1), (4, 9, 12, 1), (5, 9, 13, 1),
+                                         (6, 9, 13, 0), (7, 9, 13, 1), (8, 9, 13, 0), (9, 10, 14, 1), (10, 10, 14, 0),
+                                         (11, 10, 14, 0), (12, 10, 14, 1), (13, 10, 14, 0), (14, 10, 14, 1),
+                                         (15, 11, 14, 0)]
+}  # fmt: skip
+TORCH_NEWEST_PATCH = {minor: newest for minor, (_, _, newest) in TORCH.items()}
+_RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+
+# setuptools: inductor on torch 2.1 imports it to build its C++ kernels; uv-made venvs do not ship it.
+# coverage 7.10+: measures the Python subprocesses some of the series' tests start (``[run] patch = subprocess``).
+TEST_REQUIREMENTS = ("pytest", "pytest-cov", "coverage>=7.10", "setuptools")
+READY = ".patchseries-ready"  # in a venv: its recipe, written once every install is done
+HEARTBEAT_S = 15.0  # seconds between "still installing" lines: a cold install downloads torch for minutes
+TORCH_INDEX_ENV = "PATCHSERIES_TORCH_INDEX"  # an extra index for torch (CI: PyTorch's CPU-only wheels)
+_BUILD = re.compile(r"\.[0-9a-f]{8}")  # what build_venv appends to an environment's name for one build
+_NOT_CAUSES = ("hint:", "help:", "warning:", "WARNING:", "note:", "[notice]")  # installer lines that never say why
+
+PYTEST_USAGE_ERROR = 4  # pytest refused its command line: bad input, nothing was tested
+PYTEST_NO_TESTS = 5
+# pytest's JUnit report counts a test that `--setup-plan` only set up as passed, and `--collect-only` exits 0: this
+# plugin, loaded into the run, counts the test bodies that ran
+_BODIES_PLUGIN = "_patchseries_bodies"
+_BODIES_SOURCE = """\
+import os
+ran = 0
+def pytest_runtest_logreport(report):  # a call phase not skipped: a body ran (an xfail's too)
+    global ran
+    ran += report.when == "call" and (not report.skipped or hasattr(report, "wasxfail"))
+def pytest_sessionfinish(session):
+    open(os.environ["PATCHSERIES_BODIES_FILE"], "w").write(str(ran))
+"""
+
+
+def parse_torch_version(version: str) -> tuple[int, int, int]:
+    """A torch release number such as ``2.13.0`` (``2.13`` is ``2.13.0``); anything else, or one older than 2.1, is
+    refused before any download."""
+    match = _RELEASE.match(version)
+    if not match:
+        raise SeriesError(f"unknown torch version {version!r}: expected a release number such as {DEFAULT_TORCH}")
+    major, minor, patch = (int(part or 0) for part in match.groups())
+    if (major, minor) < (2, 1):
+        raise SeriesError(f"torch {version} is older than 2.1, the oldest release Lightning 2.6.6 supports")
+    return major, minor, patch
+
+
+def torch_release(version: str) -> str:
+    """The full release number (``2.13`` -> ``2.13.0``), as pip's ``torch==2.13`` means it: one environment."""
+    return ".".join(map(str, parse_torch_version(version)))
+
+
+def known_torch(version: str) -> str:
+    """A ``--torch`` value as every subcommand takes it: its full release number, refused unless the table has it."""
+    release = torch_release(version)
+    check_known(release, parse_torch_version(release))
+    return release
+
+
+def check_known(torch: str, release: tuple[int, int, int]) -> None:
+    """Refuse a release the table does not hold: newer than every release, or a patch release its minor lacks."""
+    newest = max(TORCH)
+    if release[:2] > newest:
+        raise SeriesError(f"torch {torch} is newer than every release this tool knows (up to {_show(newest)}, "
+                          "src/patchseries/runner.py); pick another --torch")  # fmt: skip
+    patch = TORCH_NEWEST_PATCH.get(release[:2])
+    if patch is not None and release[2] > patch:
+        minor = _show(release[:2])
+        releases = f"{minor}.0 to {minor}.{patch}" if patch else f"{minor}.0 alone"
+        raise SeriesError(f"torch {torch} is not a release this tool knows: torch {minor} has {releases} "
+                          "(src/patchseries/runner.py); pick one of those, or another --torch")  # fmt: skip
+
+
+def check_python(torch: str, release: tuple[int, int, int], python: Version) -> None:
+    """Refuse a Python that Lightning does not support, or that ``torch`` has no wheel for."""
+    if python < PYTHON_FLOOR:
+        raise SeriesError(f"Python {_show(python)} is too old: {LIGHTNING} needs Python {_show(PYTHON_FLOOR)} or "
+                          "newer; run patchseries with a newer Python")  # fmt: skip
+    oldest, newest, _ = TORCH.get(release[:2], (python, python, 0))
+    if not oldest <= python <= newest:
+        raise SeriesError(
+            f"torch {torch} has no wheel for Python {_show(python)} (it has for Python "
+            f"{_show(max(oldest, PYTHON_FLOOR))} to {_show(newest)}); run patchseries with one of those, or pick "
+            "another --torch"
+        )
+
+
+def running_python() -> Version:
+    return sys.version_info[0], sys.version_info[1]
+
+
+def _show(version: Version) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def torch_index() -> str:
+    """The extra index ``$PATCHSERIES_TORCH_INDEX`` names ('' if unset), refused unless it is an index URL."""
+    index = os.environ.get(TORCH_INDEX_ENV, "").strip()
+    parts = urllib.parse.urlsplit(index)
+    if index and (parts.scheme not in ("https", "http", "file") or not (parts.netloc or parts.path)):
+        raise SeriesError(
+            f"{TORCH_INDEX_ENV}={index!r} is not a package index URL (such as https://download.pytorch.org/whl/cpu); "
+            "correct it, or unset it to use PyPI alone"
+        )
+    return index
+
+
+def index_args(uv: bool, index: str) -> list[str]:
+    """Installer options that add ``index`` beside PyPI, the best version winning: torch's CPU builds are local
+    versions (``2.13.0+cpu``), and uv considers only the first index that has a package unless told so."""
+    if not index:
+        return []
+    return ["--extra-index-url", index, *(["--index-strategy", "unsafe-best-match"] if uv else [])]
+
+
+def companion_requirements(torch_version: str) -> list[str]:
+    """torch < 2.3 was built against NumPy 1.x, and its inductor imports ``pkg_resources`` (gone from setuptools 70)."""
+    return ["numpy<2", "setuptools<70"] if parse_torch_version(torch_version) < (2, 3, 0) else []
+
+
+def find_uv() -> str | None:
+    """The ``uv`` binary: the one installed with this package, else one on PATH, else None."""
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def choose_uv(installer: str) -> str | None:
+    """The ``uv`` that ``--installer`` (auto, uv, pip) asks for, or None for pip; uv asked for, missing, is refused."""
+    uv = find_uv() if installer in ("auto", "uv") else None
+    if installer == "uv" and uv is None:
+        raise SeriesError(
+            "--installer uv was requested but uv is not installed; pip install uv, or use --installer pip"
+        )
+    return uv
+
+
+@dataclass(frozen=True)
+class Environment:
+    path: Path
+    torch: str
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+
+def ensure_environment(
+    ws: Workspace, tree: Path, torch_version: str, log: Log, extra: tuple[str, ...] = (), installer: str = "auto"
+) -> Environment:
+    """A venv of this Python with ``torch_version`` and ``tree`` installed editable, reused while its recipe holds."""
+    torch_version = torch_release(torch_version)
+    check_python(torch_version, parse_torch_version(torch_version), running_python())
+    py_tag = f"py{_show(running_python())}"
+    venv = ws.venvs / f"{py_tag}-torch{torch_version}-{tree.name}"
+    requirements = [f"torch=={torch_version}", *companion_requirements(torch_version), *TEST_REQUIREMENTS, *extra]
+    index = torch_index()
+    recipe = "\n".join([str(tree), *requirements, *([f"index: {index}"] if index else [])]) + "\n"
+    if is_ready(venv, recipe):
+        log(f"reusing environment {venv.name}")
+        return Environment(venv, torch_version)
+    uv = choose_uv(installer)
+    log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version}; "
+        "minutes when torch is not cached yet)")  # fmt: skip
+    args = [*index_args(uv is not None, index), *requirements, "-e", str(tree)]
+    build_venv(venv, sys.executable, uv, args, f"cannot install torch {torch_version} for {py_tag}", log, recipe)
+    return Environment(venv, torch_version)
+
+
+def is_ready(venv: Path, recipe: str) -> bool:
+    """``venv`` was built by :func:`build_venv` from ``recipe``, every install done."""
+    ready = venv / READY
+    return ready.is_file() and ready.read_text() == recipe
+
+
+def build_venv(
+    venv: Path, python: str, uv: str | None, args: list[str], cannot: str, log: Log, recipe: str | None = None
+) -> None:
+    """The one builder of virtual environments: ``python`` with ``args`` installed (uv, else venv and pip; ``cannot``:
+    what a failure says) and ``recipe`` in its ready-marker (:func:`is_ready`), in a folder of its own beside
+    ``venv``; ``venv`` becomes a link to it last.
+
+    An environment is never changed in place (a venv cannot be moved: its scripts name its path): a failed build is
+    removed, one a killed run left is removed by the next build, and an installer that outlived a killed run writes
+    into a folder that no later build uses."""
+    remove(venv)
+    for old in venv.parent.glob(glob.escape(venv.name) + ".*"):
+        if _BUILD.fullmatch(old.name.removeprefix(venv.name)):
+            shutil.rmtree(old, ignore_errors=True)
+    build = venv.with_name(f"{venv.name}.{os.urandom(4).hex()}")
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    if uv:
+        create = [uv, "venv", "--quiet", "--python", python, str(build)]
+        install = [uv, "pip", "install", "--quiet", "--python", str(build / "bin" / "python")]
+    else:
+        create = [python, "-m", "venv", str(build)]
+        install = [str(build / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    try:
+        run_installer(create, f"cannot create a virtual environment with {python}", log)
+        run_installer([*install, *args], cannot, log)
+        if recipe is not None:
+            (build / READY).write_text(recipe)
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
+    venv.symlink_to(build.name, target_is_directory=True)
+
+
+def run_installer(command: list[str], what: str, log: Log) -> None:
+    """Run an installer, a line every :data:`HEARTBEAT_S` seconds; raise with the cause it gives if it fails."""
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_die_with_parent
+    )
+    try:
+        while True:
+            try:
+                output, _ = proc.communicate(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                log(f"still installing ({time.monotonic() - start:.0f} s): {Path(command[0]).name} {command[1]} ...")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        raise SeriesError(f"{what}: {_reason(output) or f'exit status {proc.returncode}'}")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: a killed run leaves no installer running
+
+
+def _reason(output: str) -> str:
+    """The cause an installer gives: pip's conflict report or last ``ERROR:`` line, else the last of uv's chain of
+    causes (``Connection refused``), with the address it could not fetch if any; hints and notices left out."""
+    lines = [line.strip(" ╰─▶×│") for line in output.splitlines()]
+    lines = [line.removeprefix("cause: ").removeprefix("Caused by: ") for line in lines if line]
+    lines = [line for line in lines if not line.startswith(_NOT_CAUSES)]
+    requested = [line for line in lines if line.startswith("The user requested")]
+    errors = [line for line in lines if line.startswith("ERROR: ")]
+    fetched = [line for line in lines[:-1] if "Failed to fetch:" in line]
+    if requested or errors or not lines:
+        return "; ".join(requested) or (errors or [""])[-1]
+    return f"{lines[-1]} ({fetched[-1]})" if fetched else lines[-1]
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    passed: int
+    failed: int
+    skipped: int
+    returncode: int
+    coverage: float | None
+    junit: Path
+    coverage_xml: Path | None
+    ran: int | None = None  # test bodies that ran; None: not counted (the passed tests are taken)
+
+    @property
+    def ok(self) -> bool:
+        """Tests ran, and passed: a run that ran no test body is not a success, whatever pytest's exit status."""
+        return self.returncode == 0 and self.failed == 0 and not self.no_tests
+
+    @property
+    def no_tests(self) -> bool:
+        """No test body ran and none failed: none collected (``-k``), only collected or set up, or all skipped."""
+        ran = self.ran if self.ran is not None else self.passed
+        return self.returncode in (0, PYTEST_NO_TESTS) and not self.failed and ran == 0
+
+    def line(self) -> str:
+        if self.no_tests and self.passed + self.skipped == 0 and self.returncode == PYTEST_NO_TESTS:
+            return "none ran: pytest collected no test (check the -k/-m or other pytest arguments)"
+        if self.no_tests and self.skipped and not self.passed:
+            return f"none ran: {self.skipped} skipped"
+        if self.no_tests:
+            return "none ran: pytest ran no test body (--collect-only, --setup-plan or a similar pytest argument)"
+        counts = f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped"
+        if self.returncode not in (0, 1) and not self.failed:
+            counts += f" (pytest exit status {self.returncode}; see its output above)"
+        return counts
+
+
+def run_tests(
+    env: Environment,
+    tree: Path,
+    test_files: list[str],
+    changed_sources: list[str],
+    reports: Path,
+    pytest_args: tuple[str, ...] = (),
+    source_override: Path | None = None,
+) -> TestOutcome:
+    """Run ``test_files`` (relative to ``tree``) as upstream does, from ``tests/`` with ``python -m pytest``; coverage
+    of ``changed_sources`` in the terminal and as XML. ``source_override`` puts another ``src/`` first on the path (the
+    matrix's tree without the series) instead of the editable install."""
+    if not test_files:
+        raise SeriesError("the series adds no test files under tests/, so there is nothing to run")
+    junit, coverage_xml, bodies = reports / "junit.xml", reports / "coverage.xml", reports / "bodies-ran"
+    for stale in (junit, coverage_xml, bodies):
+        remove(stale)
+    plugin = reports / "plugin"
+    plugin.mkdir(parents=True, exist_ok=True)
+    (plugin / f"{_BODIES_PLUGIN}.py").write_text(_BODIES_SOURCE)
+    command = [str(env.python), "-m", "pytest", *(f.removeprefix("tests/") if f.startswith("tests/") else f"../{f}"
+                                                  for f in test_files)]  # fmt: skip
+    command += ["-p", "no:cacheprovider", "-p", _BODIES_PLUGIN, f"--junitxml={junit}", "-o", "junit_family=xunit2"]
+    # colour only on a terminal: Lightning's configuration says --color=yes; a --color in pytest_args still wins
+    command += ["--color=auto"]
+    if changed_sources:
+        # measured over the whole package, Python subprocesses too (coverage.py 7.10+), reported for the changed files
+        include = "".join(f"\n    */{source}" for source in changed_sources)
+        rc = reports / "coveragerc"
+        rc.write_text(f"[run]\npatch = subprocess\n\n[report]\ninclude ={include}\nskip_empty = true\n")
+        command += ["--cov=lightning", f"--cov-config={rc}", "--cov-report=term", f"--cov-report=xml:{coverage_xml}"]
+    python_path = [*([str(source_override)] if source_override is not None else []), str(plugin)]
+    env_vars = {**os.environ, "PYTHONUNBUFFERED": "1", "COVERAGE_FILE": str(reports / ".coverage"),
+                "PATCHSERIES_BODIES_FILE": str(bodies), "PYTHONPATH": os.pathsep.join(python_path)}  # fmt: skip
+    proc = subprocess.run([*command, *pytest_args], cwd=tree / "tests", env=env_vars, check=False)
+    if proc.returncode == PYTEST_USAGE_ERROR:
+        given = f" ({' '.join(pytest_args)})" if pytest_args else ""
+        raise SeriesError(
+            f"pytest refused its arguments{given}: a usage error, pytest exit status {PYTEST_USAGE_ERROR} (its "
+            "message is above); nothing was tested. Correct the pytest arguments after --"
+        )
+    outcomes = [case.outcome for case in junit_cases(junit)]
+    failed, skipped = outcomes.count("failed"), outcomes.count("skipped") + outcomes.count("xfailed")
+    has_xml = coverage_xml.exists()
+    coverage = round(float(ET.parse(coverage_xml).getroot().get("line-rate", 0)) * 100, 1) if has_xml else None
+    ran = int(bodies.read_text() or 0) if bodies.exists() else 0  # none: pytest ended early (--help, --version)
+    passed, coverage = len(outcomes) - failed - skipped, coverage if changed_sources else None
+    xml = coverage_xml if has_xml else None
+    return TestOutcome(passed, failed, skipped, proc.returncode, coverage, junit, xml, ran)
+
+
+def changed_source_files(paths: list[str]) -> list[str]:
+    """The Python modules under ``src/`` among ``paths``: what the coverage report is about."""
+    return sorted({p for p in paths if p.startswith("src/") and p.endswith(".py")})
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One ``<testcase>`` of a JUnit report."""
+
+    classname: str
+    name: str
+    outcome: str  # "passed", "failed", "xfailed" or "skipped"
+
+
+def junit_cases(junit: Path) -> list[CaseResult]:
+    """Every test case of a pytest JUnit report (none if the report is missing)."""
+    if not junit.exists():
+        return []
+    cases = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed"
+            elif child.tag == "skipped":
+                outcome = "xfailed" if "xfail" in (child.get("type", "") + child.get("message", "")) else "skipped"
+        cases.append(CaseResult(case.get("classname") or "", case.get("name") or "", outcome))
+    return cases
