@@ -1,17 +1,17 @@
 """The main job, stage by stage: pin and fetch -> base -> apply -> environment -> test -> report.
 
-What the series' tests need in the tree's ``tests/`` is written there as untracked, git-ignored files
-(``.git/info/exclude``), so it never counts as a local change nor enters an exported patch: the acceptance suite
-(``acceptance/tests_*/**``, laid out like upstream's ``tests/``), and on the sdist, which ships no ``tests/``, the
-``RunIf`` helpers the tests import. A manifest in the tree's git directory records each copy of the suite and its
-sha256: a run rewrites only those, removes those whose source is gone, and refuses, before writing anything, to
-overwrite a file the tree tracks or one it did not write.
+What the series' tests need in the tree's ``tests/`` (the acceptance suite, laid out like upstream's ``tests/``; on
+the sdist, which ships none, the ``RunIf`` helpers) is written there as git-ignored files, recorded with their sha256
+in a manifest in the tree's git directory (:func:`_place`): never a local change of the tree nor part of a patch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,16 +34,13 @@ from patchseries.upstream import Comparison, requirement_args, run_static_gates,
 
 RUNIF = '''\
 """RunIf for {suite}, written by patchseries because this Lightning base ships no tests/."""
-
 import pytest
-
 from {package}.utilities.testing import _runif_reasons
 
 
-def RunIf(**kwargs):  # noqa: N802 - same name as Lightning's own helper
+def RunIf(**kwargs):  # noqa: N802 - Lightning's own helper's name
     reasons, marker_kwargs = _runif_reasons(**kwargs)
-    reason = f"Requires: [{{' + '.join(reasons)}}]"
-    return pytest.mark.skipif(condition=len(reasons) > 0, reason=reason, **marker_kwargs)
+    return pytest.mark.skipif(len(reasons) > 0, reason=f"Requires: [{{' + '.join(reasons)}}]", **marker_kwargs)
 '''
 _SUITES = {"tests_pytorch": "lightning.pytorch", "tests_fabric": "lightning.fabric"}
 _MARKER = b'"""Package marker written by patchseries."""\n'
@@ -51,21 +48,10 @@ _MANIFEST = "patchseries-acceptance.json"
 
 
 @dataclass(frozen=True)
-class BaseChoice:
-    """Where the base comes from: the sdist (default), ``--checkout PATH`` or ``--git``."""
-
+class BaseChoice:  # where the base comes from: the sdist (default), --checkout PATH or --git
     checkout: Path | None = None
     use_git: bool = False
     force_base: bool = False
-
-
-@dataclass(frozen=True)
-class Installed:
-    """What :func:`install_acceptance` left in the tree: the suite's test modules, what it wrote and removed."""
-
-    modules: list[str] = field(default_factory=list)
-    written: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -74,16 +60,13 @@ class Prepared:
     patches: list[Patch]
     base: BaseTree
     applied: ApplyResult
-    acceptance: Installed = field(default_factory=Installed)
+    acceptance: list[str]  # the acceptance suite's test modules in the tree
 
     def test_groups(self) -> dict[str, list[str]]:
-        """The series' tests by group: the acceptance suite, and the test modules the patches add or change that the
-        tree has (upstream's modules only on an upstream tree: the sdist lacks them)."""
+        # the patches' tests: the test modules they add or change that the tree has (the sdist lacks upstream's)
         changed = dict.fromkeys(c.path for p in self.patches for c in p.changes if c.kind != "deleted")
-        patches = [
-            p for p in changed if p.startswith("tests/") and is_test_module(p) and (self.base.path / p).is_file()
-        ]
-        return {"acceptance suite": self.acceptance.modules, "patches' tests": patches}
+        ours = [p for p in changed if p.startswith("tests/") and is_test_module(p) and (self.base.path / p).is_file()]
+        return {"acceptance suite": self.acceptance, "patches' tests": ours}
 
     def test_modules(self) -> list[str]:
         return [module for modules in self.test_groups().values() for module in modules]
@@ -104,24 +87,20 @@ class JobResult:
         return self.outcome.ok and not any(c.new for c in self.upstream)
 
     @property
-    def exit_status(self) -> int:
-        """0 passed, 1 failed, 5 no test ran (as pytest: the arguments selected none)."""
+    def exit_status(self) -> int:  # 0 passed, 1 failed, 5 no test ran (as pytest: the arguments selected none)
         return 5 if self.outcome.no_tests else 0 if self.ok else 1
 
 
-def load(ws: Workspace) -> tuple[Pin, list[Patch]]:
-    """Read the pin and the series, refusing bad input before anything is created."""
+def load(ws: Workspace) -> tuple[Pin, list[Patch]]:  # bad input is refused before anything is created
     return load_pin(ws.pin_file), read_series(ws.series_file)
 
 
-def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> BaseSource:
-    """Where the base comes from, checked before anything is created (a checkout must be clean and pinned)."""
+def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> BaseSource:  # checked before anything is created
     return resolve_source(ws, pin, choice.checkout, choice.use_git, choice.force_base)
 
 
 def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
-    """Stages 1-3: the tool's tree with the series applied (:func:`patchseries.apply.tool_tree`), the acceptance
-    suite and the harness in its ``tests/``."""
+    """Stages 1-3: the tool's tree with the series applied, the acceptance suite and the harness in its ``tests/``."""
     log("stage 1/5: reading the pin and the series")
     pin, patches = load(ws)
     log(f"stage 2/5: getting the base ({pin.name} {pin.version})")
@@ -130,13 +109,9 @@ def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
     log(f"stage 3/5: applying {len(patches)} patches on {ws.trees / source.tree_name}")
     tree, applied = tool_tree(ws, pin, patches, source, log)
     with recording(tree.path):
-        installed = install_acceptance(tree.path, ws.acceptance)  # first: the harness adds only what it lacks
-        if installed.modules:
-            stale = f"; removed {len(installed.removed)} stale copies" if installed.removed else ""
-            log(f"copied the acceptance suite ({len(installed.modules)} test modules) from {ws.acceptance} into "
-                f"tests/{stale}")  # fmt: skip
-        written = write_harness(tree.path, patches)
-        if written:
+        if installed := install_acceptance(tree.path, ws.acceptance):  # first: the harness adds only what it lacks
+            log(f"copied the acceptance suite ({len(installed)} test modules) into tests/")
+        if written := write_harness(tree.path, patches):
             log(f"wrote the minimal test harness ({len(written)} files; the base ships no upstream tests)")
     return Prepared(pin, patches, tree, applied, installed)
 
@@ -153,21 +128,19 @@ def run_main_job(
         extra = requirement_args(ws, tree) if upstream_checkout else ()
         extra += DOCS_REQUIREMENTS if upstream_checkout and changed_pages(tree) else ()
         env = ensure_environment(ws, tree, torch, log, installer=installer, extra=extra)
-        groups = prepared.test_groups()
-        tests = prepared.test_modules()
+        groups, tests = prepared.test_groups(), prepared.test_modules()
         sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
         counts = ", ".join(f"{name}: {len(modules)}" for name, modules in groups.items())
         log(f"stage 5/5: running {len(tests)} test modules of the series ({counts})")
         reports = ws.reports / f"torch-{torch}"
         outcome = run_tests(env, tree, tests, sources, reports, pytest_args)
-        changed, changed_report = None, None
-        if outcome.coverage_xml is not None:
-            changed = measure_tree(tree, BASE_REF, "HEAD", outcome.coverage_xml)
-            title = f"Lines the series adds or changes under src/, covered by its tests (torch {torch})"
-            changed_report = changed.write(reports, title)
+        xml = outcome.coverage_xml
+        changed = measure_tree(tree, BASE_REF, "HEAD", xml) if xml is not None else None
+        title = f"Lines the series adds or changes under src/, covered by its tests (torch {torch})"
+        changed_report = changed.write(reports, title) if changed is not None else None
         upstream = []
         if upstream_checkout:
-            not_upstream = (*prepared.acceptance.modules, *series_test_files(prepared.patches))
+            not_upstream = (*prepared.acceptance, *series_test_files(prepared.patches))
             upstream = [run_upstream_tests(ws, env, tree, log, not_upstream), *run_static_gates(ws, env, tree, log)]
             upstream += [docs] if (docs := run_docs_gate(ws, env, tree, log)) else []
             upstream += run_hooks(ws, tree, log)
@@ -177,19 +150,16 @@ def run_main_job(
 
 def summary(result: JobResult) -> str:
     prepared, outcome, applied = result.prepared, result.outcome, result.prepared.applied
-    if result.changed is None:
-        coverage = ["  coverage:  n/a (no coverage report)"]
-    else:
-        modules = "n/a" if outcome.coverage is None else f"{outcome.coverage}%"
-        coverage = [
-            f"  coverage:  changed lines: {result.changed.line()} (uncovered listed in {result.changed_report})",
-            f"             changed modules: {modules} (xml: {outcome.coverage_xml})",
-        ]
+    modules = "n/a" if outcome.coverage is None else f"{outcome.coverage}%"
+    coverage = [
+        f"  coverage:  changed lines: {result.changed.line()} (uncovered listed in {result.changed_report})",
+        f"             changed modules: {modules} (xml: {outcome.coverage_xml})",
+    ] if result.changed is not None else ["  coverage:  n/a (no coverage report)"]  # fmt: skip
     excluded = sum(len(v) for v in applied.excluded.values())
     patches = "already applied, reused" if applied.reused else f"{len(applied.applied)} applied"
     ran = ", ".join(f"{name}: {count}" for name, count in result.ran.items())
     verdict = "NO TESTS RAN" if outcome.no_tests else "OK" if result.ok else "FAILED"
-    lines = [
+    return "\n".join([
         "summary",
         f"  base:      {prepared.pin.name} {prepared.pin.version} ({prepared.base.source}, "
         f"commit {prepared.base.base_commit[:12]})",
@@ -202,22 +172,17 @@ def summary(result: JobResult) -> str:
         f"  tree:      {prepared.base.path} ({applied.where})",
         *(f"  upstream:  {comparison.line()}" for comparison in result.upstream),
         f"  result:    {verdict}",
-    ]
-    return "\n".join(lines)
+    ])  # fmt: skip
 
 
 def ran_per_group(junit: Path, groups: dict[str, list[str]]) -> dict[str, int]:
     """How many test cases of each group of modules (``tests/...`` paths) ran, that is passed or failed."""
-    dotted = {name: [p.removeprefix("tests/").removesuffix(".py").replace("/", ".") for p in paths]
-              for name, paths in groups.items()}  # fmt: skip
     counts = dict.fromkeys(groups, 0)
     for case in junit_cases(junit):
-        # pytest names a module from its rootdir (``tests.tests_pytorch.x`` or ``tests_pytorch.x``); one that fails
-        # to import has no class name, the module as its name
-        module = (case.classname or case.name).removeprefix("tests.")
-        mine = [
-            name for name, modules in dotted.items() if any(module == m or module.startswith(m + ".") for m in modules)
-        ]
+        # pytest names a module from the rootdir (tests.tests_pytorch.x or tests_pytorch.x), then its class if any;
+        # one that fails to import has no class name, the module as its name
+        module = "tests/" + (case.classname or case.name).removeprefix("tests.").replace(".", "/") + "/"
+        mine = [name for name, paths in groups.items() for p in paths if module.startswith(p[:-3] + "/")]
         if case.outcome in ("passed", "failed") and mine:
             counts[mine[0]] += 1
     return counts
@@ -240,7 +205,7 @@ def write_harness(tree: Path, patches: list[Patch]) -> list[Path]:
     runifs = {f"tests/{suite}/helpers/runif.py": RUNIF.format(suite=suite, package=package).encode()
               for suite, package in _SUITES.items()}  # fmt: skip
     markers = dict.fromkeys(_markers([*runifs, *series_test_files(patches)]), _MARKER)
-    return [tree / path for path in _place(tree, "patchseries-harness.json", {}, {**runifs, **markers})[0]]
+    return [tree / path for path in _place(tree, "patchseries-harness.json", {}, {**runifs, **markers})]
 
 
 def _markers(paths: list[str]) -> list[str]:
@@ -255,50 +220,40 @@ def _markers(paths: list[str]) -> list[str]:
 def source_files(source: Path) -> list[str]:
     """The files of the acceptance suite's ``tests_*`` folders, relative to ``source``: no caches, no hidden files,
     nothing beside those folders (its README, its ruff configuration)."""
-    found = sorted(path.relative_to(source) for path in source.glob("tests_*/**/*") if path.is_file())
-    hidden = [path for path in found if any(part.startswith(".") or part == "__pycache__" for part in path.parts)]
-    return [path.as_posix() for path in found if path not in hidden and path.suffix not in (".pyc", ".pyo")]
+    found = sorted(path.relative_to(source).as_posix() for path in source.glob("tests_*/**/*") if path.is_file())
+    return [path for path in found if not re.search(r"(^|/)(\.|__pycache__/)|\.py[co]$", path)]
 
 
-def install_acceptance(tree: Path, source: Path) -> Installed:
-    """Copy ``source/tests_*/**`` into ``tree/tests/`` with the package markers it needs (module docstring)."""
+def install_acceptance(tree: Path, source: Path) -> list[str]:
+    """Copy ``source/tests_*/**`` into ``tree/tests/`` with the package markers it needs; its test modules."""
     files = {f"tests/{relative}": (source / relative).read_bytes() for relative in source_files(source)}
-    written, removed = _place(tree, _MANIFEST, files, dict.fromkeys(_markers(list(files)), _MARKER))
-    return Installed(sorted(path for path in files if is_test_module(path)), written, removed)
+    _place(tree, _MANIFEST, files, dict.fromkeys(_markers(list(files)), _MARKER))
+    return sorted(path for path in files if is_test_module(path))
 
 
-def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, bytes]) -> tuple[list[str], list[str]]:
+def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, bytes]) -> list[str]:
     """The one writer of the tool's files in ``tests/``: ``files``, and each of ``generated`` that the tree lacks,
     written and recorded in the manifest ``name`` (in the tree's git directory) with their sha256; what the manifest
     lists that is no longer wanted is removed. Refused before anything is written: to overwrite a file the tree tracks
     or one the manifest does not list as written (an earlier copy that changed since)."""
     manifest_file = git_path(tree, name)
-    try:
+    try:  # one that is not the tool's JSON lists nothing: each copy is then in the way, and refused
         manifest = {str(path): list(map(str, sha)) for path, sha in json.loads(manifest_file.read_text()).items()}
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError, AttributeError):
         manifest = {}
-    except (ValueError, AttributeError):
-        raise SeriesError(
-            f"{manifest_file} is not valid JSON; delete it and the copies under tests/ it lists"
-        ) from None
-    tracked = _tracked(tree, [*files, *generated, *manifest])
+    listed = git("--literal-pathspecs", "ls-files", "-z", "--cached", "--", *files, *generated, *manifest, cwd=tree)
+    tracked = set(listed.stdout.split("\0"))
     wanted = {**{p: d for p, d in generated.items() if p not in tracked and (p in manifest or _read(tree / p) is None)},
               **files}  # fmt: skip
     stale = [path for path in manifest if path not in wanted and path not in tracked]
-    for path in files:
-        origin = f"{ACCEPTANCE_DIR}/{path.removeprefix('tests/')}"
-        current = _read(tree / path)
-        if path in tracked:
-            raise SeriesError(f"{origin} would overwrite {path}, which {tree} tracks (upstream's or a patch's file); "
-                              "rename the acceptance file; nothing was copied")  # fmt: skip
-        if current not in (None, files[path]) and _sha(current) not in manifest.get(path, []):
-            raise SeriesError(f"{origin} would overwrite {tree / path}, which patchseries did not write (or which "
-                              "changed since it did); move it away, or make the change in acceptance/; nothing was "
-                              "copied")  # fmt: skip
-    for path in stale:
-        if (current := _read(tree / path)) is not None and _sha(current) not in manifest[path]:
-            raise SeriesError(f"{tree / path} was copied from {ACCEPTANCE_DIR}/, which no longer has it, and changed "
-                              "since; move it away to keep it; nothing was copied")  # fmt: skip
+    for path in [*files, *stale]:  # in the way: tracked, not written by the tool, or changed since
+        now = _read(tree / path)
+        if path in tracked or now not in (None, files.get(path)) and _sha(now or b"") not in manifest.get(path, []):
+            raise SeriesError(
+                f"{tree / path} is in the way of {ACCEPTANCE_DIR}/{path.removeprefix('tests/')}: the tree tracks it, "
+                "or patchseries did not write it, or it changed since; rename the acceptance file, or move yours "
+                "away; nothing was copied"
+            )
     changed = {path: data for path, data in wanted.items() if _read(tree / path) != data}
     # excluded before written, so a copy is never an untracked file; while the files are written the manifest allows
     # both contents, so the next run takes up an interrupted one
@@ -310,35 +265,24 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
         (tree / path).write_bytes(data)
     stale.sort(key=lambda path: (path.endswith("/__init__.py"), -path.count("/")))  # markers last, deepest first
     removed = [path for path in stale if _remove_copy(tree, path)]
-    kept = {
-        **{path: manifest[path] for path in stale if path not in removed},
-        **{p: [_sha(d)] for p, d in wanted.items()},
-    }
+    kept = {p: manifest[p] for p in stale if p not in removed} | {p: [_sha(d)] for p, d in wanted.items()}
     write_file(manifest_file, json.dumps(kept, indent=1, sort_keys=True) + "\n")
     remove_excludes(tree, [f"/{path}" for path in manifest if path not in kept])
-    return sorted(changed), removed
+    return sorted(changed)
 
 
 def _remove_copy(tree: Path, path: str) -> bool:
-    """Remove a copy whose source is gone, and the folders it leaves empty; a package marker stays while its folder
-    holds other files."""
+    """Remove a copy no longer wanted, and the folders it leaves empty; a package marker stays while its folder holds
+    other files."""
     target = tree / path
-    others = [p for p in target.parent.iterdir() if p.name not in ("__init__.py", "__pycache__")]
+    others = {p.name for p in target.parent.iterdir()} - {"__init__.py", "__pycache__"}
     if target.name == "__init__.py" and others:
         return False
     target.unlink(missing_ok=True)
-    folder = target.parent
-    while folder != tree / "tests" and all(p.name == "__pycache__" for p in folder.iterdir()):
-        shutil.rmtree(folder)
-        folder = folder.parent
+    shutil.rmtree(target.parent / "__pycache__", ignore_errors=True)
+    with contextlib.suppress(OSError):  # up to the first folder that holds something
+        os.removedirs(target.parent)
     return True
-
-
-def _tracked(tree: Path, paths: list[str]) -> set[str]:
-    if not paths:
-        return set()
-    proc = git("ls-files", "-z", "--cached", "--", *paths, cwd=tree, env={"GIT_LITERAL_PATHSPECS": "1"})
-    return {path for path in proc.stdout.split("\0") if path}
 
 
 def _read(path: Path) -> bytes | None:

@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
-import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace, remove
 from patchseries.progress import Log
 
 DEFAULT_TORCH = "2.13.0"
-LIGHTNING = "Lightning 2.6.6"
 PYTHON_FLOOR = (3, 10)  # lightning-2.6.6.tar.gz, PKG-INFO: "Requires-Python: >=3.10"
 Version = tuple[int, int]
-# Read from PyPI on 2026-12-01, Linux x86_64, one look-up per Python 3.Y (Y = 9 ... 14), PIP_CONFIG_FILE=/dev/null:
-# `pip index versions torch --isolated --only-binary=:all: --python-version 3.Y --platform manylinux_2_28_x86_64`.
-# torch (major, minor) -> (oldest, newest Python with a wheel), newest patch release. torch adds no wheel to a past
-# release; a release the table lacks is refused before any work (else it fails in the installer, after a fresh
-# environment was made), so a new torch release is added here with the tool. `matrix` runs each newest patch release.
+# torch (major, minor) -> (oldest, newest Python with a wheel), newest patch release (the releases `matrix` runs); read
+# from PyPI on 2026-12-01 with PIP_CONFIG_FILE=/dev/null `pip index versions torch --isolated --only-binary=:all:
+# --python-version 3.Y --platform manylinux_2_28_x86_64` (Y = 9 ... 14). A new torch release is added with the tool.
 TORCH: dict[Version, tuple[Version, Version, int]] = {
     (2, minor): ((3, oldest), (3, newest), patch)
     for minor, oldest, newest, patch in [(1, 9, 11, 2), (2, 9, 12, 2), (3, 9, 12, 1), (4, 9, 12, 1), (5, 9, 13, 1),
@@ -38,13 +33,11 @@ TORCH: dict[Version, tuple[Version, Version, int]] = {
 TORCH_NEWEST_PATCH = {minor: newest for minor, (_, _, newest) in TORCH.items()}
 _RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 
-# setuptools: inductor on torch 2.1 imports it to build its C++ kernels; uv-made venvs do not ship it.
-# coverage 7.10+: measures the Python subprocesses some of the series' tests start (``[run] patch = subprocess``).
+# setuptools: torch 2.1's inductor imports it, uv's venvs lack it; coverage 7.10+ measures subprocesses the tests start
 TEST_REQUIREMENTS = ("pytest", "pytest-cov", "coverage>=7.10", "setuptools")
 READY = ".patchseries-ready"  # in a venv: its recipe, written once every install is done
-HEARTBEAT_S = 15.0  # seconds between "still installing" lines: a cold install downloads torch for minutes
+HEARTBEAT_S = 15.0
 TORCH_INDEX_ENV = "PATCHSERIES_TORCH_INDEX"  # an extra index for torch (CI: PyTorch's CPU-only wheels)
-_BUILD = re.compile(r"\.[0-9a-f]{8}")  # what build_venv appends to an environment's name for one build
 _NOT_CAUSES = ("hint:", "help:", "warning:", "WARNING:", "note:", "[notice]")  # installer lines that never say why
 
 PYTEST_USAGE_ERROR = 4  # pytest refused its command line: bad input, nothing was tested
@@ -64,8 +57,7 @@ def pytest_sessionfinish(session):
 
 
 def parse_torch_version(version: str) -> tuple[int, int, int]:
-    """A torch release number such as ``2.13.0`` (``2.13`` is ``2.13.0``); anything else, or one older than 2.1, is
-    refused before any download."""
+    """A torch release number (``2.13`` is ``2.13.0``); anything else, or one older than 2.1, is refused."""
     match = _RELEASE.match(version)
     if not match:
         raise SeriesError(f"unknown torch version {version!r}: expected a release number such as {DEFAULT_TORCH}")
@@ -75,13 +67,11 @@ def parse_torch_version(version: str) -> tuple[int, int, int]:
     return major, minor, patch
 
 
-def torch_release(version: str) -> str:
-    """The full release number (``2.13`` -> ``2.13.0``), as pip's ``torch==2.13`` means it: one environment."""
+def torch_release(version: str) -> str:  # 2.13 -> 2.13.0, as pip's torch==2.13 means it: one environment
     return ".".join(map(str, parse_torch_version(version)))
 
 
-def known_torch(version: str) -> str:
-    """A ``--torch`` value as every subcommand takes it: its full release number, refused unless the table has it."""
+def known_torch(version: str) -> str:  # a --torch value: its full release number, refused unless the table has it
     release = torch_release(version)
     check_known(release, parse_torch_version(release))
     return release
@@ -89,14 +79,12 @@ def known_torch(version: str) -> str:
 
 def check_known(torch: str, release: tuple[int, int, int]) -> None:
     """Refuse a release the table does not hold: newer than every release, or a patch release its minor lacks."""
-    newest = max(TORCH)
-    if release[:2] > newest:
-        raise SeriesError(f"torch {torch} is newer than every release this tool knows (up to {_show(newest)}, "
+    minor, patch = _show(release[:2]), TORCH_NEWEST_PATCH.get(release[:2], 0)
+    releases = f"{minor}.0 to {minor}.{patch}" if patch else f"{minor}.0 alone"
+    if release[:2] > max(TORCH):
+        raise SeriesError(f"torch {torch} is newer than every release this tool knows (up to {_show(max(TORCH))}, "
                           "src/patchseries/runner.py); pick another --torch")  # fmt: skip
-    patch = TORCH_NEWEST_PATCH.get(release[:2])
-    if patch is not None and release[2] > patch:
-        minor = _show(release[:2])
-        releases = f"{minor}.0 to {minor}.{patch}" if patch else f"{minor}.0 alone"
+    if release[2] > patch:
         raise SeriesError(f"torch {torch} is not a release this tool knows: torch {minor} has {releases} "
                           "(src/patchseries/runner.py); pick one of those, or another --torch")  # fmt: skip
 
@@ -104,68 +92,53 @@ def check_known(torch: str, release: tuple[int, int, int]) -> None:
 def check_python(torch: str, release: tuple[int, int, int], python: Version) -> None:
     """Refuse a Python that Lightning does not support, or that ``torch`` has no wheel for."""
     if python < PYTHON_FLOOR:
-        raise SeriesError(f"Python {_show(python)} is too old: {LIGHTNING} needs Python {_show(PYTHON_FLOOR)} or "
+        raise SeriesError(f"Python {_show(python)} is too old: Lightning 2.6.6 needs Python {_show(PYTHON_FLOOR)} or "
                           "newer; run patchseries with a newer Python")  # fmt: skip
     oldest, newest, _ = TORCH.get(release[:2], (python, python, 0))
     if not oldest <= python <= newest:
-        raise SeriesError(
-            f"torch {torch} has no wheel for Python {_show(python)} (it has for Python "
-            f"{_show(max(oldest, PYTHON_FLOOR))} to {_show(newest)}); run patchseries with one of those, or pick "
-            "another --torch"
-        )
+        raise SeriesError(f"torch {torch} has no wheel for Python {_show(python)} (it has for Python "
+                          f"{_show(max(oldest, PYTHON_FLOOR))} to {_show(newest)}); run patchseries with one of those, "
+                          "or pick another --torch")  # fmt: skip
 
 
 def running_python() -> Version:
-    return sys.version_info[0], sys.version_info[1]
+    return sys.version_info[:2]
 
 
 def _show(version: Version) -> str:
     return f"{version[0]}.{version[1]}"
 
 
-def torch_index() -> str:
-    """The extra index ``$PATCHSERIES_TORCH_INDEX`` names ('' if unset), refused unless it is an index URL."""
+def torch_index() -> str:  # the extra index $PATCHSERIES_TORCH_INDEX names ('' if unset), refused unless a URL
     index = os.environ.get(TORCH_INDEX_ENV, "").strip()
-    parts = urllib.parse.urlsplit(index)
-    if index and (parts.scheme not in ("https", "http", "file") or not (parts.netloc or parts.path)):
-        raise SeriesError(
-            f"{TORCH_INDEX_ENV}={index!r} is not a package index URL (such as https://download.pytorch.org/whl/cpu); "
-            "correct it, or unset it to use PyPI alone"
-        )
+    if index and not re.match(r"(https?|file)://.", index):
+        raise SeriesError(f"{TORCH_INDEX_ENV}={index!r} is not a package index URL (such as https://download."
+                          "pytorch.org/whl/cpu); correct it, or unset it to use PyPI alone")  # fmt: skip
     return index
 
 
 def index_args(uv: bool, index: str) -> list[str]:
-    """Installer options that add ``index`` beside PyPI, the best version winning: torch's CPU builds are local
-    versions (``2.13.0+cpu``), and uv considers only the first index that has a package unless told so."""
-    if not index:
-        return []
-    return ["--extra-index-url", index, *(["--index-strategy", "unsafe-best-match"] if uv else [])]
+    # ``index`` beside PyPI, the best version winning (torch's CPU builds are local versions, 2.13.0+cpu): uv takes
+    # only the first index that has a package unless told so
+    best = ["--index-strategy", "unsafe-best-match"] if uv else []
+    return ["--extra-index-url", index, *best] if index else []
 
 
-def companion_requirements(torch_version: str) -> list[str]:
-    """torch < 2.3 was built against NumPy 1.x, and its inductor imports ``pkg_resources`` (gone from setuptools 70)."""
+def companion_requirements(torch_version: str) -> list[str]:  # torch < 2.3: NumPy 1.x, pkg_resources
     return ["numpy<2", "setuptools<70"] if parse_torch_version(torch_version) < (2, 3, 0) else []
 
 
-def find_uv() -> str | None:
-    """The ``uv`` binary: the one installed with this package, else one on PATH, else None."""
+def find_uv() -> str | None:  # the one installed with this package, else one on PATH, else None
     try:
-        from uv import find_uv_bin
-
-        return str(find_uv_bin())
+        return str(__import__("uv").find_uv_bin())
     except (ImportError, FileNotFoundError):
         return shutil.which("uv")
 
 
-def choose_uv(installer: str) -> str | None:
-    """The ``uv`` that ``--installer`` (auto, uv, pip) asks for, or None for pip; uv asked for, missing, is refused."""
-    uv = find_uv() if installer in ("auto", "uv") else None
-    if installer == "uv" and uv is None:
-        raise SeriesError(
-            "--installer uv was requested but uv is not installed; pip install uv, or use --installer pip"
-        )
-    return uv
+def choose_uv(installer: str) -> str | None:  # what --installer (auto, uv, pip) asks for; None: pip
+    if (uv := find_uv() if installer in ("auto", "uv") else None) or installer != "uv":
+        return uv
+    raise SeriesError("--installer uv was requested but uv is not installed; pip install uv, or use --installer pip")
 
 
 @dataclass(frozen=True)
@@ -200,25 +173,20 @@ def ensure_environment(
     return Environment(venv, torch_version)
 
 
-def is_ready(venv: Path, recipe: str) -> bool:
-    """``venv`` was built by :func:`build_venv` from ``recipe``, every install done."""
-    ready = venv / READY
-    return ready.is_file() and ready.read_text() == recipe
+def is_ready(venv: Path, recipe: str) -> bool:  # built by build_venv from recipe, every install done
+    return (venv / READY).is_file() and (venv / READY).read_text() == recipe
 
 
 def build_venv(
     venv: Path, python: str, uv: str | None, args: list[str], cannot: str, log: Log, recipe: str | None = None
 ) -> None:
     """The one builder of virtual environments: ``python`` with ``args`` installed (uv, else venv and pip; ``cannot``:
-    what a failure says) and ``recipe`` in its ready-marker (:func:`is_ready`), in a folder of its own beside
-    ``venv``; ``venv`` becomes a link to it last.
-
-    An environment is never changed in place (a venv cannot be moved: its scripts name its path): a failed build is
-    removed, one a killed run left is removed by the next build, and an installer that outlived a killed run writes
-    into a folder that no later build uses."""
+    what a failure says) and ``recipe`` in its ready-marker (:func:`is_ready`), in a fresh folder beside ``venv``,
+    which becomes a link to it last (a venv cannot be moved: its scripts name its path). A failed build is removed,
+    one a killed run left by the next build; an installer that outlived a killed run writes where no build looks."""
     remove(venv)
-    for old in venv.parent.glob(glob.escape(venv.name) + ".*"):
-        if _BUILD.fullmatch(old.name.removeprefix(venv.name)):
+    for old in venv.parent.glob("*"):  # builds of killed runs (an installer may still write in one)
+        if re.fullmatch(re.escape(venv.name) + r"\.[0-9a-f]{8}", old.name):
             shutil.rmtree(old, ignore_errors=True)
     build = venv.with_name(f"{venv.name}.{os.urandom(4).hex()}")
     venv.parent.mkdir(parents=True, exist_ok=True)
@@ -240,11 +208,10 @@ def build_venv(
 
 
 def run_installer(command: list[str], what: str, log: Log) -> None:
-    """Run an installer, a line every :data:`HEARTBEAT_S` seconds; raise with the cause it gives if it fails."""
+    """Run an installer, a line every :data:`HEARTBEAT_S` seconds (a cold install takes minutes); raise with the cause
+    it gives if it fails."""
     start = time.monotonic()
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_die_with_parent
-    )
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_orphan)
     try:
         while True:
             try:
@@ -260,19 +227,16 @@ def run_installer(command: list[str], what: str, log: Log) -> None:
         raise SeriesError(f"{what}: {_reason(output) or f'exit status {proc.returncode}'}")
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: a killed run leaves no installer running
+def _orphan() -> None:  # pragma: no cover - runs in the child, between fork and exec
+    if sys.platform.startswith("linux"):  # PR_SET_PDEATHSIG: a killed run leaves no installer running
+        __import__("ctypes").CDLL(None).prctl(1, 15)  # SIGTERM
 
 
 def _reason(output: str) -> str:
     """The cause an installer gives: pip's conflict report or last ``ERROR:`` line, else the last of uv's chain of
     causes (``Connection refused``), with the address it could not fetch if any; hints and notices left out."""
-    lines = [line.strip(" ╰─▶×│") for line in output.splitlines()]
-    lines = [line.removeprefix("cause: ").removeprefix("Caused by: ") for line in lines if line]
-    lines = [line for line in lines if not line.startswith(_NOT_CAUSES)]
+    lines = [re.sub(r"^(cause|Caused by): ", "", line.strip(" ╰─▶×│")) for line in output.splitlines()]
+    lines = [line for line in lines if line and not line.startswith(_NOT_CAUSES)]
     requested = [line for line in lines if line.startswith("The user requested")]
     errors = [line for line in lines if line.startswith("ERROR: ")]
     fetched = [line for line in lines[:-1] if "Failed to fetch:" in line]
@@ -293,38 +257,30 @@ class TestOutcome:
     ran: int | None = None  # test bodies that ran; None: not counted (the passed tests are taken)
 
     @property
-    def ok(self) -> bool:
-        """Tests ran, and passed: a run that ran no test body is not a success, whatever pytest's exit status."""
+    def ok(self) -> bool:  # a run that ran no test body is not a success, whatever pytest's exit status
         return self.returncode == 0 and self.failed == 0 and not self.no_tests
 
     @property
-    def no_tests(self) -> bool:
-        """No test body ran and none failed: none collected (``-k``), only collected or set up, or all skipped."""
+    def no_tests(self) -> bool:  # none collected (``-k``), only collected or set up, or all skipped; none failed
         ran = self.ran if self.ran is not None else self.passed
         return self.returncode in (0, PYTEST_NO_TESTS) and not self.failed and ran == 0
 
     def line(self) -> str:
-        if self.no_tests and self.passed + self.skipped == 0 and self.returncode == PYTEST_NO_TESTS:
+        if not self.no_tests:
+            odd = self.returncode not in (0, 1) and not self.failed
+            exit_status = f" (pytest exit status {self.returncode}; see its output above)" if odd else ""
+            return f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped{exit_status}"
+        if self.passed == self.skipped == 0 and self.returncode == PYTEST_NO_TESTS:
             return "none ran: pytest collected no test (check the -k/-m or other pytest arguments)"
-        if self.no_tests and self.skipped and not self.passed:
+        if self.skipped and not self.passed:
             return f"none ran: {self.skipped} skipped"
-        if self.no_tests:
-            return "none ran: pytest ran no test body (--collect-only, --setup-plan or a similar pytest argument)"
-        counts = f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped"
-        if self.returncode not in (0, 1) and not self.failed:
-            counts += f" (pytest exit status {self.returncode}; see its output above)"
-        return counts
+        return "none ran: pytest ran no test body (--collect-only, --setup-plan or a similar pytest argument)"
 
 
 def run_tests(
-    env: Environment,
-    tree: Path,
-    test_files: list[str],
-    changed_sources: list[str],
-    reports: Path,
-    pytest_args: tuple[str, ...] = (),
-    source_override: Path | None = None,
-) -> TestOutcome:
+    env: Environment, tree: Path, test_files: list[str], changed_sources: list[str], reports: Path,
+    pytest_args: tuple[str, ...] = (), source_override: Path | None = None,
+) -> TestOutcome:  # fmt: skip
     """Run ``test_files`` (relative to ``tree``) as upstream does, from ``tests/`` with ``python -m pytest``; coverage
     of ``changed_sources`` in the terminal and as XML. ``source_override`` puts another ``src/`` first on the path (the
     matrix's tree without the series) instead of the editable install."""
@@ -336,11 +292,10 @@ def run_tests(
     plugin = reports / "plugin"
     plugin.mkdir(parents=True, exist_ok=True)
     (plugin / f"{_BODIES_PLUGIN}.py").write_text(_BODIES_SOURCE)
-    command = [str(env.python), "-m", "pytest", *(f.removeprefix("tests/") if f.startswith("tests/") else f"../{f}"
-                                                  for f in test_files)]  # fmt: skip
-    command += ["-p", "no:cacheprovider", "-p", _BODIES_PLUGIN, f"--junitxml={junit}", "-o", "junit_family=xunit2"]
-    # colour only on a terminal: Lightning's configuration says --color=yes; a --color in pytest_args still wins
-    command += ["--color=auto"]
+    tests = [f.removeprefix("tests/") if f.startswith("tests/") else f"../{f}" for f in test_files]
+    # colour only on a terminal (Lightning's configuration says --color=yes); a --color in pytest_args still wins
+    command = [str(env.python), "-m", "pytest", *tests, "-p", "no:cacheprovider", "-p", _BODIES_PLUGIN,
+               f"--junitxml={junit}", "-o", "junit_family=xunit2", "--color=auto"]  # fmt: skip
     if changed_sources:
         # measured over the whole package, Python subprocesses too (coverage.py 7.10+), reported for the changed files
         include = "".join(f"\n    */{source}" for source in changed_sources)
@@ -353,29 +308,21 @@ def run_tests(
     proc = subprocess.run([*command, *pytest_args], cwd=tree / "tests", env=env_vars, check=False)
     if proc.returncode == PYTEST_USAGE_ERROR:
         given = f" ({' '.join(pytest_args)})" if pytest_args else ""
-        raise SeriesError(
-            f"pytest refused its arguments{given}: a usage error, pytest exit status {PYTEST_USAGE_ERROR} (its "
-            "message is above); nothing was tested. Correct the pytest arguments after --"
-        )
+        raise SeriesError(f"pytest refused its arguments{given}: a usage error, pytest exit status 4 (its message is "
+                          "above); nothing was tested. Correct the pytest arguments after --")  # fmt: skip
     outcomes = [case.outcome for case in junit_cases(junit)]
     failed, skipped = outcomes.count("failed"), outcomes.count("skipped") + outcomes.count("xfailed")
-    has_xml = coverage_xml.exists()
-    coverage = round(float(ET.parse(coverage_xml).getroot().get("line-rate", 0)) * 100, 1) if has_xml else None
+    xml = coverage_xml if changed_sources and coverage_xml.exists() else None
+    coverage = round(float(ET.parse(xml).getroot().get("line-rate", 0)) * 100, 1) if xml else None
     ran = int(bodies.read_text() or 0) if bodies.exists() else 0  # none: pytest ended early (--help, --version)
-    passed, coverage = len(outcomes) - failed - skipped, coverage if changed_sources else None
-    xml = coverage_xml if has_xml else None
-    return TestOutcome(passed, failed, skipped, proc.returncode, coverage, junit, xml, ran)
+    return TestOutcome(len(outcomes) - failed - skipped, failed, skipped, proc.returncode, coverage, junit, xml, ran)
 
 
-def changed_source_files(paths: list[str]) -> list[str]:
-    """The Python modules under ``src/`` among ``paths``: what the coverage report is about."""
+def changed_source_files(paths: list[str]) -> list[str]:  # what the coverage report is about
     return sorted({p for p in paths if p.startswith("src/") and p.endswith(".py")})
 
 
-@dataclass(frozen=True)
-class CaseResult:
-    """One ``<testcase>`` of a JUnit report."""
-
+class CaseResult(NamedTuple):  # one ``<testcase>`` of a JUnit report
     classname: str
     name: str
     outcome: str  # "passed", "failed", "xfailed" or "skipped"
@@ -383,15 +330,10 @@ class CaseResult:
 
 def junit_cases(junit: Path) -> list[CaseResult]:
     """Every test case of a pytest JUnit report (none if the report is missing)."""
-    if not junit.exists():
-        return []
     cases = []
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        outcome = "passed"
-        for child in case:
-            if child.tag in ("failure", "error"):
-                outcome = "failed"
-            elif child.tag == "skipped":
-                outcome = "xfailed" if "xfail" in (child.get("type", "") + child.get("message", "")) else "skipped"
+    for case in ET.parse(junit).getroot().iter("testcase") if junit.exists() else []:
+        tags = {child.tag: child.get("type", "") + child.get("message", "") for child in case}
+        skipped = "xfailed" if "xfail" in tags.get("skipped", "") else "skipped" if "skipped" in tags else "passed"
+        outcome = "failed" if {"failure", "error"} & tags.keys() else skipped
         cases.append(CaseResult(case.get("classname") or "", case.get("name") or "", outcome))
     return cases
