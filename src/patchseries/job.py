@@ -1,9 +1,6 @@
-"""The main job, stage by stage: pin and fetch -> base -> apply -> environment -> test -> report.
-
-What the series' tests need in the tree's ``tests/`` (the acceptance suite, laid out like upstream's ``tests/``; on
-the sdist, which ships none, the ``RunIf`` helpers) is written there as git-ignored files, recorded with their sha256
-in a manifest in the tree's git directory (:func:`_place`): never a local change of the tree nor part of a patch.
-"""
+"""The main job, stage by stage: pin and fetch -> base -> apply -> environment -> test -> report; and what the
+series' tests need in the tree's ``tests/`` (the acceptance suite; on the sdist, which ships none, the ``RunIf``
+helpers), written as git-ignored files and recorded (:func:`_place`): never a local change nor part of a patch."""
 
 from __future__ import annotations
 
@@ -44,7 +41,6 @@ def RunIf(**kwargs):  # noqa: N802 - Lightning's own helper's name
 '''
 _SUITES = {"tests_pytorch": "lightning.pytorch", "tests_fabric": "lightning.fabric"}
 _MARKER = b'"""Package marker written by patchseries."""\n'
-_MANIFEST = "patchseries-acceptance.json"
 
 
 @dataclass(frozen=True)
@@ -80,15 +76,11 @@ class JobResult:
     upstream: list[Comparison] = field(default_factory=list)
     changed: ChangedLines | None = None  # coverage of the lines the series adds or changes
     changed_report: Path | None = None
-    ran: dict[str, int] = field(default_factory=dict)  # test cases that ran, per group of Prepared.test_groups
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome.ok and not any(c.new for c in self.upstream)
 
     @property
     def exit_status(self) -> int:  # 0 passed, 1 failed, 5 no test ran (as pytest: the arguments selected none)
-        return 5 if self.outcome.no_tests else 0 if self.ok else 1
+        failed = not self.outcome.ok or any(c.new for c in self.upstream)
+        return 5 if self.outcome.no_tests else 1 if failed else 0
 
 
 def load(ws: Workspace) -> tuple[Pin, list[Patch]]:  # bad input is refused before anything is created
@@ -144,8 +136,7 @@ def run_main_job(
             upstream = [run_upstream_tests(ws, env, tree, log, not_upstream), *run_static_gates(ws, env, tree, log)]
             upstream += [docs] if (docs := run_docs_gate(ws, env, tree, log)) else []
             upstream += run_hooks(ws, tree, log)
-        ran = ran_per_group(outcome.junit, groups)
-        return JobResult(prepared, torch, outcome, upstream, changed, changed_report, ran)
+        return JobResult(prepared, torch, outcome, upstream, changed, changed_report)
 
 
 def summary(result: JobResult) -> str:
@@ -157,8 +148,8 @@ def summary(result: JobResult) -> str:
     ] if result.changed is not None else ["  coverage:  n/a (no coverage report)"]  # fmt: skip
     excluded = sum(len(v) for v in applied.excluded.values())
     patches = "already applied, reused" if applied.reused else f"{len(applied.applied)} applied"
-    ran = ", ".join(f"{name}: {count}" for name, count in result.ran.items())
-    verdict = "NO TESTS RAN" if outcome.no_tests else "OK" if result.ok else "FAILED"
+    ran = ", ".join(f"{name}: {count}" for name, count in ran_per_group(outcome.junit, prepared.test_groups()).items())
+    verdict = {0: "OK", 1: "FAILED", 5: "NO TESTS RAN"}[result.exit_status]
     return "\n".join([
         "summary",
         f"  base:      {prepared.pin.name} {prepared.pin.version} ({prepared.base.source}, "
@@ -167,7 +158,7 @@ def summary(result: JobResult) -> str:
         f"  patches:   {len(prepared.patches)} in series, {patches}"
         + (f", {len(applied.already_present)} already in base" if applied.already_present else "")
         + (f", {excluded} paths excluded" if excluded else ""),
-        f"  tests:     {outcome.line()}" + (f" ({ran})" if ran and not outcome.no_tests else ""),
+        f"  tests:     {outcome.line()}" + ("" if outcome.no_tests else f" ({ran})"),
         *coverage,
         f"  tree:      {prepared.base.path} ({applied.where})",
         *(f"  upstream:  {comparison.line()}" for comparison in result.upstream),
@@ -189,8 +180,7 @@ def ran_per_group(junit: Path, groups: dict[str, list[str]]) -> dict[str, int]:
 
 
 def is_test_module(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return name.startswith("test_") and name.endswith(".py")
+    return re.search(r"(^|/)test_[^/]*\.py$", path) is not None
 
 
 def series_test_files(patches: list[Patch]) -> list[str]:
@@ -200,8 +190,7 @@ def series_test_files(patches: list[Patch]) -> list[str]:
 
 
 def write_harness(tree: Path, patches: list[Patch]) -> list[Path]:
-    """The ``RunIf`` helpers and the package markers the series' tests need where the tree lacks them (the sdist);
-    returns what was written."""
+    """The ``RunIf`` helpers and package markers the series' tests need, where the tree lacks them; what was written."""
     runifs = {f"tests/{suite}/helpers/runif.py": RUNIF.format(suite=suite, package=package).encode()
               for suite, package in _SUITES.items()}  # fmt: skip
     markers = dict.fromkeys(_markers([*runifs, *series_test_files(patches)]), _MARKER)
@@ -210,16 +199,12 @@ def write_harness(tree: Path, patches: list[Patch]) -> list[Path]:
 
 def _markers(paths: list[str]) -> list[str]:
     """The ``__init__.py`` files of the folders of ``paths``, from ``tests/<suite>`` down (upstream has them all)."""
-    markers = []
-    for parts in (path.split("/") for path in paths):
-        if len(parts) > 2 and parts[0] == "tests" and parts[1] in _SUITES:
-            markers += ["/".join([*parts[:depth], "__init__.py"]) for depth in range(2, len(parts))]
-    return [marker for marker in dict.fromkeys(markers) if marker not in paths]
+    folders = {p.rsplit("/", up)[0] for p in paths if p.split("/")[1] in _SUITES for up in range(1, p.count("/"))}
+    return sorted(f"{folder}/__init__.py" for folder in folders if f"{folder}/__init__.py" not in paths)
 
 
 def source_files(source: Path) -> list[str]:
-    """The files of the acceptance suite's ``tests_*`` folders, relative to ``source``: no caches, no hidden files,
-    nothing beside those folders (its README, its ruff configuration)."""
+    """The acceptance suite's files: those of its ``tests_*`` folders (not its README), no caches, no hidden files."""
     found = sorted(path.relative_to(source).as_posix() for path in source.glob("tests_*/**/*") if path.is_file())
     return [path for path in found if not re.search(r"(^|/)(\.|__pycache__/)|\.py[co]$", path)]
 
@@ -227,7 +212,7 @@ def source_files(source: Path) -> list[str]:
 def install_acceptance(tree: Path, source: Path) -> list[str]:
     """Copy ``source/tests_*/**`` into ``tree/tests/`` with the package markers it needs; its test modules."""
     files = {f"tests/{relative}": (source / relative).read_bytes() for relative in source_files(source)}
-    _place(tree, _MANIFEST, files, dict.fromkeys(_markers(list(files)), _MARKER))
+    _place(tree, "patchseries-acceptance.json", files, dict.fromkeys(_markers(list(files)), _MARKER))
     return sorted(path for path in files if is_test_module(path))
 
 

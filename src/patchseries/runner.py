@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -19,11 +18,10 @@ from patchseries.progress import Log
 
 DEFAULT_TORCH = "2.13.0"
 PYTHON_FLOOR = (3, 10)  # lightning-2.6.6.tar.gz, PKG-INFO: "Requires-Python: >=3.10"
-Version = tuple[int, int]
 # torch (major, minor) -> (oldest, newest Python with a wheel), newest patch release (the releases `matrix` runs); read
 # from PyPI on 2026-12-01 with PIP_CONFIG_FILE=/dev/null `pip index versions torch --isolated --only-binary=:all:
 # --python-version 3.Y --platform manylinux_2_28_x86_64` (Y = 9 ... 14). A new torch release is added with the tool.
-TORCH: dict[Version, tuple[Version, Version, int]] = {
+TORCH: dict[tuple[int, int], tuple[tuple[int, int], tuple[int, int], int]] = {
     (2, minor): ((3, oldest), (3, newest), patch)
     for minor, oldest, newest, patch in [(1, 9, 11, 2), (2, 9, 12, 2), (3, 9, 12, 1), (4, 9, 12, 1), (5, 9, 13, 1),
                                          (6, 9, 13, 0), (7, 9, 13, 1), (8, 9, 13, 0), (9, 10, 14, 1), (10, 10, 14, 0),
@@ -31,34 +29,29 @@ TORCH: dict[Version, tuple[Version, Version, int]] = {
                                          (15, 11, 14, 0)]
 }  # fmt: skip
 TORCH_NEWEST_PATCH = {minor: newest for minor, (_, _, newest) in TORCH.items()}
-_RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 
 # setuptools: torch 2.1's inductor imports it, uv's venvs lack it; coverage 7.10+ measures subprocesses the tests start
 TEST_REQUIREMENTS = ("pytest", "pytest-cov", "coverage>=7.10", "setuptools")
 READY = ".patchseries-ready"  # in a venv: its recipe, written once every install is done
 HEARTBEAT_S = 15.0
-TORCH_INDEX_ENV = "PATCHSERIES_TORCH_INDEX"  # an extra index for torch (CI: PyTorch's CPU-only wheels)
-_NOT_CAUSES = ("hint:", "help:", "warning:", "WARNING:", "note:", "[notice]")  # installer lines that never say why
 
-PYTEST_USAGE_ERROR = 4  # pytest refused its command line: bad input, nothing was tested
 PYTEST_NO_TESTS = 5
 # pytest's JUnit report counts a test that `--setup-plan` only set up as passed, and `--collect-only` exits 0: this
 # plugin, loaded into the run, counts the test bodies that ran
-_BODIES_PLUGIN = "_patchseries_bodies"
 _BODIES_SOURCE = """\
-import os
 ran = 0
 def pytest_runtest_logreport(report):  # a call phase not skipped: a body ran (an xfail's too)
     global ran
     ran += report.when == "call" and (not report.skipped or hasattr(report, "wasxfail"))
 def pytest_sessionfinish(session):
-    open(os.environ["PATCHSERIES_BODIES_FILE"], "w").write(str(ran))
+    open({bodies!r}, "w").write(str(ran))
 """
 
 
-def parse_torch_version(version: str) -> tuple[int, int, int]:
-    """A torch release number (``2.13`` is ``2.13.0``); anything else, or one older than 2.1, is refused."""
-    match = _RELEASE.match(version)
+def parse_torch_version(
+    version: str,
+) -> tuple[int, int, int]:  # 2.13 is 2.13.0; not a release, or older than 2.1: refused
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
     if not match:
         raise SeriesError(f"unknown torch version {version!r}: expected a release number such as {DEFAULT_TORCH}")
     major, minor, patch = (int(part or 0) for part in match.groups())
@@ -77,8 +70,7 @@ def known_torch(version: str) -> str:  # a --torch value: its full release numbe
     return release
 
 
-def check_known(torch: str, release: tuple[int, int, int]) -> None:
-    """Refuse a release the table does not hold: newer than every release, or a patch release its minor lacks."""
+def check_known(torch: str, release: tuple[int, int, int]) -> None:  # in the table, else refused before any work
     minor, patch = _show(release[:2]), TORCH_NEWEST_PATCH.get(release[:2], 0)
     releases = f"{minor}.0 to {minor}.{patch}" if patch else f"{minor}.0 alone"
     if release[:2] > max(TORCH):
@@ -89,8 +81,9 @@ def check_known(torch: str, release: tuple[int, int, int]) -> None:
                           "(src/patchseries/runner.py); pick one of those, or another --torch")  # fmt: skip
 
 
-def check_python(torch: str, release: tuple[int, int, int], python: Version) -> None:
-    """Refuse a Python that Lightning does not support, or that ``torch`` has no wheel for."""
+def check_python(
+    torch: str, release: tuple[int, int, int], python: tuple[int, int]
+) -> None:  # Lightning's, with a wheel
     if python < PYTHON_FLOOR:
         raise SeriesError(f"Python {_show(python)} is too old: Lightning 2.6.6 needs Python {_show(PYTHON_FLOOR)} or "
                           "newer; run patchseries with a newer Python")  # fmt: skip
@@ -101,18 +94,18 @@ def check_python(torch: str, release: tuple[int, int, int], python: Version) -> 
                           "or pick another --torch")  # fmt: skip
 
 
-def running_python() -> Version:
+def running_python() -> tuple[int, int]:
     return sys.version_info[:2]
 
 
-def _show(version: Version) -> str:
+def _show(version: tuple[int, int]) -> str:
     return f"{version[0]}.{version[1]}"
 
 
-def torch_index() -> str:  # the extra index $PATCHSERIES_TORCH_INDEX names ('' if unset), refused unless a URL
-    index = os.environ.get(TORCH_INDEX_ENV, "").strip()
+def torch_index() -> str:  # an extra index for torch (CI: the CPU-only wheels) ('' if unset), refused unless a URL
+    index = os.environ.get("PATCHSERIES_TORCH_INDEX", "").strip()
     if index and not re.match(r"(https?|file)://.", index):
-        raise SeriesError(f"{TORCH_INDEX_ENV}={index!r} is not a package index URL (such as https://download."
+        raise SeriesError(f"PATCHSERIES_TORCH_INDEX={index!r} is not a package index URL (such as https://download."
                           "pytorch.org/whl/cpu); correct it, or unset it to use PyPI alone")  # fmt: skip
     return index
 
@@ -141,8 +134,7 @@ def choose_uv(installer: str) -> str | None:  # what --installer (auto, uv, pip)
     raise SeriesError("--installer uv was requested but uv is not installed; pip install uv, or use --installer pip")
 
 
-@dataclass(frozen=True)
-class Environment:
+class Environment(NamedTuple):
     path: Path
     torch: str
 
@@ -164,12 +156,12 @@ def ensure_environment(
     recipe = "\n".join([str(tree), *requirements, *([f"index: {index}"] if index else [])]) + "\n"
     if is_ready(venv, recipe):
         log(f"reusing environment {venv.name}")
-        return Environment(venv, torch_version)
-    uv = choose_uv(installer)
-    log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version}; "
-        "minutes when torch is not cached yet)")  # fmt: skip
-    args = [*index_args(uv is not None, index), *requirements, "-e", str(tree)]
-    build_venv(venv, sys.executable, uv, args, f"cannot install torch {torch_version} for {py_tag}", log, recipe)
+    else:
+        uv = choose_uv(installer)
+        log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version}; "
+            "minutes when torch is not cached yet)")  # fmt: skip
+        args = [*index_args(uv is not None, index), *requirements, "-e", str(tree)]
+        build_venv(venv, sys.executable, uv, args, f"cannot install torch {torch_version} for {py_tag}", log, recipe)
     return Environment(venv, torch_version)
 
 
@@ -190,12 +182,10 @@ def build_venv(
             shutil.rmtree(old, ignore_errors=True)
     build = venv.with_name(f"{venv.name}.{os.urandom(4).hex()}")
     venv.parent.mkdir(parents=True, exist_ok=True)
-    if uv:
-        create = [uv, "venv", "--quiet", "--python", python, str(build)]
-        install = [uv, "pip", "install", "--quiet", "--python", str(build / "bin" / "python")]
-    else:
-        create = [python, "-m", "venv", str(build)]
-        install = [str(build / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    inside = str(build / "bin" / "python")
+    create = [uv, "venv", "--quiet", "--python", python, str(build)] if uv else [python, "-m", "venv", str(build)]
+    pip = [inside, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    install = [uv, "pip", "install", "--quiet", "--python", inside] if uv else pip
     try:
         run_installer(create, f"cannot create a virtual environment with {python}", log)
         run_installer([*install, *args], cannot, log)
@@ -211,7 +201,9 @@ def run_installer(command: list[str], what: str, log: Log) -> None:
     """Run an installer, a line every :data:`HEARTBEAT_S` seconds (a cold install takes minutes); raise with the cause
     it gives if it fails."""
     start = time.monotonic()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_orphan)
+    # on Linux the installer ends when this process dies (PR_SET_PDEATHSIG, SIGTERM): a killed run leaves none running
+    orphan = (lambda: __import__("ctypes").CDLL(None).prctl(1, 15)) if sys.platform == "linux" else None
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=orphan)
     try:
         while True:
             try:
@@ -227,26 +219,18 @@ def run_installer(command: list[str], what: str, log: Log) -> None:
         raise SeriesError(f"{what}: {_reason(output) or f'exit status {proc.returncode}'}")
 
 
-def _orphan() -> None:  # pragma: no cover - runs in the child, between fork and exec
-    if sys.platform.startswith("linux"):  # PR_SET_PDEATHSIG: a killed run leaves no installer running
-        __import__("ctypes").CDLL(None).prctl(1, 15)  # SIGTERM
-
-
 def _reason(output: str) -> str:
-    """The cause an installer gives: pip's conflict report or last ``ERROR:`` line, else the last of uv's chain of
-    causes (``Connection refused``), with the address it could not fetch if any; hints and notices left out."""
+    """The cause an installer gives: pip's first ``ERROR:`` line, else the last of uv's chain of causes (``Connection
+    refused``), with the address it could not fetch if any; hints and notices left out."""
     lines = [re.sub(r"^(cause|Caused by): ", "", line.strip(" ╰─▶×│")) for line in output.splitlines()]
-    lines = [line for line in lines if line and not line.startswith(_NOT_CAUSES)]
-    requested = [line for line in lines if line.startswith("The user requested")]
+    hints = ("hint:", "help:", "warning:", "WARNING:", "note:", "[notice]")  # never the cause
+    lines = [line for line in lines if line and not line.startswith(hints)]
     errors = [line for line in lines if line.startswith("ERROR: ")]
-    fetched = [line for line in lines[:-1] if "Failed to fetch:" in line]
-    if requested or errors or not lines:
-        return "; ".join(requested) or (errors or [""])[-1]
-    return f"{lines[-1]} ({fetched[-1]})" if fetched else lines[-1]
+    fetched = [f" ({line})" for line in lines[:-1] if "Failed to fetch:" in line]
+    return errors[0] if errors else (lines[-1] + "".join(fetched[-1:])) if lines else ""
 
 
-@dataclass(frozen=True)
-class TestOutcome:
+class TestOutcome(NamedTuple):
     passed: int
     failed: int
     skipped: int
@@ -281,9 +265,8 @@ def run_tests(
     env: Environment, tree: Path, test_files: list[str], changed_sources: list[str], reports: Path,
     pytest_args: tuple[str, ...] = (), source_override: Path | None = None,
 ) -> TestOutcome:  # fmt: skip
-    """Run ``test_files`` (relative to ``tree``) as upstream does, from ``tests/`` with ``python -m pytest``; coverage
-    of ``changed_sources`` in the terminal and as XML. ``source_override`` puts another ``src/`` first on the path (the
-    matrix's tree without the series) instead of the editable install."""
+    """Run ``test_files`` as upstream does, from ``tests/``, covering ``changed_sources``; ``source_override``: a
+    ``src/`` put first on the path instead of the editable install (the matrix's tree without the series)."""
     if not test_files:
         raise SeriesError("the series adds no test files under tests/, so there is nothing to run")
     junit, coverage_xml, bodies = reports / "junit.xml", reports / "coverage.xml", reports / "bodies-ran"
@@ -291,10 +274,10 @@ def run_tests(
         remove(stale)
     plugin = reports / "plugin"
     plugin.mkdir(parents=True, exist_ok=True)
-    (plugin / f"{_BODIES_PLUGIN}.py").write_text(_BODIES_SOURCE)
+    (plugin / "_patchseries_bodies.py").write_text(_BODIES_SOURCE.format(bodies=str(bodies)))
     tests = [f.removeprefix("tests/") if f.startswith("tests/") else f"../{f}" for f in test_files]
     # colour only on a terminal (Lightning's configuration says --color=yes); a --color in pytest_args still wins
-    command = [str(env.python), "-m", "pytest", *tests, "-p", "no:cacheprovider", "-p", _BODIES_PLUGIN,
+    command = [str(env.python), "-m", "pytest", *tests, "-p", "no:cacheprovider", "-p", "_patchseries_bodies",
                f"--junitxml={junit}", "-o", "junit_family=xunit2", "--color=auto"]  # fmt: skip
     if changed_sources:
         # measured over the whole package, Python subprocesses too (coverage.py 7.10+), reported for the changed files
@@ -304,9 +287,9 @@ def run_tests(
         command += ["--cov=lightning", f"--cov-config={rc}", "--cov-report=term", f"--cov-report=xml:{coverage_xml}"]
     python_path = [*([str(source_override)] if source_override is not None else []), str(plugin)]
     env_vars = {**os.environ, "PYTHONUNBUFFERED": "1", "COVERAGE_FILE": str(reports / ".coverage"),
-                "PATCHSERIES_BODIES_FILE": str(bodies), "PYTHONPATH": os.pathsep.join(python_path)}  # fmt: skip
+                "PYTHONPATH": os.pathsep.join(python_path)}  # fmt: skip
     proc = subprocess.run([*command, *pytest_args], cwd=tree / "tests", env=env_vars, check=False)
-    if proc.returncode == PYTEST_USAGE_ERROR:
+    if proc.returncode == 4:  # pytest refused its command line: bad input, nothing was tested
         given = f" ({' '.join(pytest_args)})" if pytest_args else ""
         raise SeriesError(f"pytest refused its arguments{given}: a usage error, pytest exit status 4 (its message is "
                           "above); nothing was tested. Correct the pytest arguments after --")  # fmt: skip
