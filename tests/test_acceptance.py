@@ -11,7 +11,7 @@ from conftest import git
 from patchseries import job, runner
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git_path, uncommitted_files
-from patchseries.job import BaseChoice, install_acceptance, prepare, ran_per_group, source_files
+from patchseries.job import BaseChoice, install_acceptance, prepare, ran_per_group, source_files, write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.progress import quiet
 from patchseries.runner import Environment
@@ -81,7 +81,7 @@ def test_a_tracked_file_is_never_overwritten_and_nothing_is_copied(synthetic, su
     tree = synthetic.tree  # the series adds tests/tests_pytorch/core/test_answer.py
     _suite(suite, {"tests_pytorch/core/test_answer.py": "def test_other():\n    pass\n"})
 
-    with pytest.raises(SeriesError, match=r"core/test_answer.py is in the way of acceptance/.*: the tree tracks it"):
+    with pytest.raises(SeriesError, match=r"core/test_answer.py is in the way .*: the tree tracks it"):
         install_acceptance(tree, suite)
 
     assert "answer() == 42" in (tree / "tests/tests_pytorch/core/test_answer.py").read_text()
@@ -170,3 +170,14 @@ def test_the_matrix_runs_the_suite_on_both_sides(synthetic, suite):
     for module in prepared.test_modules():
         assert (before / module).is_file()
     assert "return 41" in (before / "src/fakelib/core.py").read_text()  # the base, without the series
+
+
+def test_a_harness_file_someone_changed_is_refused_not_overwritten(synthetic):
+    tree, patches = synthetic.tree, job.load(synthetic.ws)[1]
+    write_harness(tree, patches)
+    runif = tree / "tests/tests_pytorch/helpers/runif.py"
+    runif.write_text("# mine\n")
+
+    with pytest.raises(SeriesError, match="runif.py is in the way .* or it changed since"):
+        write_harness(tree, patches)
+    assert runif.read_text() == "# mine\n"

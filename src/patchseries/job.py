@@ -231,13 +231,13 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
     wanted = {**{p: d for p, d in generated.items() if p not in tracked and (p in manifest or _read(tree / p) is None)},
               **files}  # fmt: skip
     stale = [path for path in manifest if path not in wanted and path not in tracked]
-    for path in [*files, *stale]:  # in the way: tracked, not written by the tool, or changed since
+    for path in [*wanted, *stale]:  # in the way: tracked, not written by the tool, or changed since
         now = _read(tree / path)
-        if path in tracked or now not in (None, files.get(path)) and _sha(now or b"") not in manifest.get(path, []):
+        if path in tracked or now not in (None, wanted.get(path)) and _sha(now or b"") not in manifest.get(path, []):
             raise SeriesError(
-                f"{tree / path} is in the way of {ACCEPTANCE_DIR}/{path.removeprefix('tests/')}: the tree tracks it, "
-                "or patchseries did not write it, or it changed since; rename the acceptance file, or move yours "
-                "away; nothing was copied"
+                f"{tree / path} is in the way of patchseries' files in tests/ (copies of {ACCEPTANCE_DIR}/, the "
+                "harness): the tree tracks it, or patchseries did not write it, or it changed since; rename the file "
+                f"in {ACCEPTANCE_DIR}/, or move yours away; nothing was copied"
             )
     changed = {path: data for path, data in wanted.items() if _read(tree / path) != data}
     # excluded before written, so a copy is never an untracked file; while the files are written the manifest allows
@@ -260,8 +260,8 @@ def _remove_copy(tree: Path, path: str) -> bool:
     """Remove a copy no longer wanted, and the folders it leaves empty; a package marker stays while its folder holds
     other files."""
     target = tree / path
-    others = {p.name for p in target.parent.iterdir()} - {"__init__.py", "__pycache__"}
-    if target.name == "__init__.py" and others:
+    names = {p.name for p in target.parent.iterdir()} if target.parent.is_dir() else set()
+    if target.name == "__init__.py" and names - {"__init__.py", "__pycache__"}:
         return False
     target.unlink(missing_ok=True)
     shutil.rmtree(target.parent / "__pycache__", ignore_errors=True)

@@ -48,9 +48,8 @@ def pytest_sessionfinish(session):
 """
 
 
-def parse_torch_version(
-    version: str,
-) -> tuple[int, int, int]:  # 2.13 is 2.13.0; not a release, or older than 2.1: refused
+def parse_torch_version(version: str) -> tuple[int, int, int]:
+    """A release number (``2.13`` is ``2.13.0``); anything else, or one older than 2.1, is refused."""
     match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
     if not match:
         raise SeriesError(f"unknown torch version {version!r}: expected a release number such as {DEFAULT_TORCH}")
@@ -81,9 +80,8 @@ def check_known(torch: str, release: tuple[int, int, int]) -> None:  # in the ta
                           "(src/patchseries/runner.py); pick one of those, or another --torch")  # fmt: skip
 
 
-def check_python(
-    torch: str, release: tuple[int, int, int], python: tuple[int, int]
-) -> None:  # Lightning's, with a wheel
+def check_python(torch: str, release: tuple[int, int, int], python: tuple[int, int]) -> None:
+    """Refuse a Python that Lightning does not support, or that ``torch`` has no wheel for."""
     if python < PYTHON_FLOOR:
         raise SeriesError(f"Python {_show(python)} is too old: Lightning 2.6.6 needs Python {_show(PYTHON_FLOOR)} or "
                           "newer; run patchseries with a newer Python")  # fmt: skip
