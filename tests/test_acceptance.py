@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from patchseries import acceptance, pipeline, testrun
-from patchseries.environment import Environment
+from patchseries import job, runner
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git_path, uncommitted_files
+from patchseries.job import BaseChoice, install_acceptance, prepare, ran_per_group, source_files, write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.progress import quiet
+from patchseries.runner import Environment
 
 ONE_MODULE = "tests_pytorch/core/test_compile_optimizer_toggling.py"  # one of the suite's modules
 
@@ -44,31 +45,32 @@ def test_the_project_has_its_acceptance_folder_for_both_series():
     forward = Workspace.default(patches=PROJECT_ROOT / "patches" / "master")
 
     assert ws.acceptance == forward.acceptance == PROJECT_ROOT / "acceptance"
-    assert ONE_MODULE in acceptance.source_files(ws.acceptance)
+    assert ONE_MODULE in source_files(ws.acceptance)
 
 
 def test_install_copies_the_suite_with_package_markers_as_ignored_files(synthetic, suite):
     tree = synthetic.tree
 
-    installed = acceptance.install(tree, suite)
+    installed = install_acceptance(tree, suite)
 
-    assert installed.modules == ["tests/tests_fabric/test_fabric_accept.py", "tests/tests_pytorch/core/test_accept.py"]
+    assert installed == ["tests/tests_fabric/test_fabric_accept.py", "tests/tests_pytorch/core/test_accept.py"]
     assert (tree / "tests/tests_pytorch/helpers/accept_helpers.py").read_text() == "HELPER = 1\n"
     for marker in ("tests_pytorch", "tests_pytorch/core", "tests_pytorch/helpers", "tests_fabric"):
         assert (tree / "tests" / marker / "__init__.py").is_file()
     assert not (tree / "tests/README.md").exists()
     assert uncommitted_files(tree) == []  # never "local changes" of the tree
-    assert acceptance.install(tree, suite).written == []  # a second run has nothing to do
+    before = {path: path.stat().st_mtime_ns for path in (tree / "tests").rglob("*")}
+    install_acceptance(tree, suite)
+    assert {path: path.stat().st_mtime_ns for path in (tree / "tests").rglob("*")} == before  # nothing to do again
 
 
 def test_a_file_removed_from_the_suite_is_removed_from_the_tree(synthetic, suite):
     tree = synthetic.tree
-    acceptance.install(tree, suite)
+    install_acceptance(tree, suite)
     (suite / "tests_fabric/test_fabric_accept.py").unlink()
 
-    installed = acceptance.install(tree, suite)
+    install_acceptance(tree, suite)
 
-    assert "tests/tests_fabric/test_fabric_accept.py" in installed.removed
     assert not (tree / "tests/tests_fabric").exists()  # its package marker went with it
     assert "/tests/tests_fabric/test_fabric_accept.py" not in git_path(tree, "info/exclude").read_text()
     assert (tree / "tests/tests_pytorch/core/test_accept.py").is_file()
@@ -79,8 +81,8 @@ def test_a_tracked_file_is_never_overwritten_and_nothing_is_copied(synthetic, su
     tree = synthetic.tree  # the series adds tests/tests_pytorch/core/test_answer.py
     _suite(suite, {"tests_pytorch/core/test_answer.py": "def test_other():\n    pass\n"})
 
-    with pytest.raises(SeriesError, match=r"would overwrite tests/tests_pytorch/core/test_answer.py, which .* tracks"):
-        acceptance.install(tree, suite)
+    with pytest.raises(SeriesError, match=r"core/test_answer.py is in the way .*: the tree tracks it"):
+        install_acceptance(tree, suite)
 
     assert "answer() == 42" in (tree / "tests/tests_pytorch/core/test_answer.py").read_text()
     assert not (tree / "tests/tests_pytorch/core/test_accept.py").exists()
@@ -92,44 +94,47 @@ def test_a_file_the_tool_did_not_write_or_that_changed_since_is_refused(syntheti
     mine.parent.mkdir(parents=True)
     mine.write_text("# someone's work\n")
 
-    with pytest.raises(SeriesError, match="which patchseries did not write"):
-        acceptance.install(tree, suite)
+    with pytest.raises(SeriesError, match="test_fabric_accept.py is in the way .* patchseries did not write it"):
+        install_acceptance(tree, suite)
     assert mine.read_text() == "# someone's work\n"
 
     mine.unlink()
-    acceptance.install(tree, suite)
+    install_acceptance(tree, suite)
     mine.write_text("# edited in the tree\n")
     (suite / "tests_fabric/test_fabric_accept.py").write_text("def test_changed():\n    pass\n")
-    with pytest.raises(SeriesError, match="changed since it did"):
-        acceptance.install(tree, suite)
+    with pytest.raises(SeriesError, match="test_fabric_accept.py is in the way .* or it changed since"):
+        install_acceptance(tree, suite)
+    assert mine.read_text() == "# edited in the tree\n"
+    (suite / "tests_fabric/test_fabric_accept.py").unlink()  # a copy whose source is gone is removed, unless changed
+    with pytest.raises(SeriesError, match="test_fabric_accept.py is in the way .* or it changed since"):
+        install_acceptance(tree, suite)
     assert mine.read_text() == "# edited in the tree\n"
 
 
 def test_main_job_runs_the_suite_beside_the_patches_tests_and_counts_each(synthetic, suite, monkeypatch):
     env = Environment(Path(sys.prefix), "2.13.0")  # the interpreter running this suite has pytest
-    monkeypatch.setattr(pipeline, "ensure_environment", lambda *args, **kwargs: env)
+    monkeypatch.setattr(job, "ensure_environment", lambda *args, **kwargs: env)
     # the synthetic library is not installed: put the tree's src/ on the path
     monkeypatch.setattr(
-        pipeline, "run_tests", lambda e, tree, *args: testrun.run_tests(e, tree, *args, source_override=tree / "src")
+        job, "run_tests", lambda e, tree, *args: runner.run_tests(e, tree, *args, source_override=tree / "src")
     )
 
-    result = pipeline.run_main_job(synthetic.ws, pipeline.BaseChoice(), "2.13.0", quiet)
-    again = pipeline.run_main_job(synthetic.ws, pipeline.BaseChoice(), "2.13.0", quiet)
+    result = job.run_main_job(synthetic.ws, BaseChoice(), "2.13.0", quiet)
+    again = job.run_main_job(synthetic.ws, BaseChoice(), "2.13.0", quiet)
 
-    text = pipeline.summary(result)
+    text = job.summary(result)
     assert "tests:     3 passed, 0 failed, 0 skipped (acceptance suite: 2, patches' tests: 1)" in text
     assert text.endswith("result:    OK")
     assert again.prepared.applied.reused  # the copy does not make the tree count as changed
-    assert "local changes" not in pipeline.summary(again)
+    assert "local changes" not in job.summary(again)
 
 
 def test_patch_test_modules_are_those_the_series_adds_or_changes_that_the_tree_has(synthetic):
-    patches = pipeline.load(synthetic.ws)[1]
-    tree = synthetic.tree
+    prepared = prepare(synthetic.ws, BaseChoice(), quiet)
 
-    assert acceptance.patch_test_modules(patches, tree) == ["tests/tests_pytorch/core/test_answer.py"]
-    git(tree, "rm", "-q", "tests/tests_pytorch/core/test_answer.py")  # e.g. an upstream module the sdist lacks
-    assert acceptance.patch_test_modules(patches, tree) == []
+    assert prepared.test_groups()["patches' tests"] == ["tests/tests_pytorch/core/test_answer.py"]
+    git(prepared.base.path, "rm", "-q", "tests/tests_pytorch/core/test_answer.py")  # an upstream module the sdist lacks
+    assert prepared.test_groups()["patches' tests"] == []
 
 
 def test_cases_are_counted_per_group_with_classes_and_import_errors(tmp_path):
@@ -148,13 +153,13 @@ def test_cases_are_counted_per_group_with_classes_and_import_errors(tmp_path):
         "patches' tests": ["tests/tests_fabric/test_b.py"],
     }
 
-    assert acceptance.ran_per_group(junit, groups) == {"acceptance suite": 2, "patches' tests": 1}
+    assert ran_per_group(junit, groups) == {"acceptance suite": 2, "patches' tests": 1}
 
 
 def test_the_matrix_runs_the_suite_on_both_sides(synthetic, suite):
     from patchseries import matrix
 
-    prepared = pipeline.prepare(synthetic.ws, pipeline.BaseChoice(), quiet)
+    prepared = prepare(synthetic.ws, BaseChoice(), quiet)
     before = matrix._tree_without_series(synthetic.ws, prepared)
 
     assert prepared.test_modules() == [
@@ -165,3 +170,14 @@ def test_the_matrix_runs_the_suite_on_both_sides(synthetic, suite):
     for module in prepared.test_modules():
         assert (before / module).is_file()
     assert "return 41" in (before / "src/fakelib/core.py").read_text()  # the base, without the series
+
+
+def test_a_harness_file_someone_changed_is_refused_not_overwritten(synthetic):
+    tree, patches = synthetic.tree, job.load(synthetic.ws)[1]
+    write_harness(tree, patches)
+    runif = tree / "tests/tests_pytorch/helpers/runif.py"
+    runif.write_text("# mine\n")
+
+    with pytest.raises(SeriesError, match="runif.py is in the way .* or it changed since"):
+        write_harness(tree, patches)
+    assert runif.read_text() == "# mine\n"

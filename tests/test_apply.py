@@ -12,7 +12,7 @@ from patchseries.apply import SERIES_BRANCH, apply_series, tool_tree
 from patchseries.base import BaseTree, resolve_source
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
-from patchseries.harness import series_test_files, write_harness
+from patchseries.job import series_test_files, write_harness
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
 from patchseries.series import read_series

@@ -184,7 +184,7 @@ def test_os_error_while_working_is_one_error_line(synthetic, monkeypatch, capsys
     def busy(*args, **kwargs):
         raise OSError(errno.ENOTEMPTY, "Directory not empty", "/w/venvs/py3.11-torch2.13.0-sdist")
 
-    monkeypatch.setattr("patchseries.pipeline.get_source", busy)
+    monkeypatch.setattr("patchseries.job.get_source", busy)
 
     status = main(["fetch", "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir)])
 
@@ -391,7 +391,7 @@ def test_a_release_without_its_patch_number_is_its_full_number(synthetic, monkey
         seen.append(version)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("patchseries.pipeline.run_main_job", main_job)
+    monkeypatch.setattr("patchseries.job.run_main_job", main_job)
 
     main(["test", "--torch", given, "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir)])
 

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import cli, one_error
-from patchseries import environment
+from patchseries import runner
 from patchseries.cli import main
-from patchseries.environment import companion_requirements, ensure_environment, index_args, parse_torch_version
 from patchseries.errors import SeriesError
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.progress import quiet
-from patchseries.wheels import PYTHON_FLOOR, check_python
+from patchseries.runner import (
+    PYTHON_FLOOR,
+    check_python,
+    companion_requirements,
+    ensure_environment,
+    index_args,
+    parse_torch_version,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -60,10 +66,10 @@ def test_unavailable_torch_fails_cleanly_and_leaves_no_environment(tmp_path, ins
 
 
 def test_long_install_says_it_is_still_working(monkeypatch):
-    monkeypatch.setattr(environment, "HEARTBEAT_S", 0.1)
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.1)
     messages: list[str] = []
 
-    environment.run_installer([sys.executable, "-c", "import time; time.sleep(0.5)"], "cannot", messages.append)
+    runner.run_installer([sys.executable, "-c", "import time; time.sleep(0.5)"], "cannot", messages.append)
 
     assert messages
     assert all(m.startswith("still installing (") for m in messages)
@@ -73,35 +79,58 @@ def test_failed_install_says_why_in_one_line():
     command = [sys.executable, "-c", "print('ERROR: No matching distribution found for torch==2.99.0'); exit(1)"]
 
     with pytest.raises(SeriesError, match=r"^cannot install: ERROR: No matching distribution found for torch==2\.99"):
-        environment.run_installer(command, "cannot install", quiet)
+        runner.run_installer(command, "cannot install", quiet)
 
 
-def test_installer_left_running_by_a_killed_run_is_named(tmp_path, monkeypatch):
-    ws = Workspace(patches=tmp_path / "patches", workdir=tmp_path / "work")
-    tree = tmp_path / "tree"
-    venv = ws.venvs / f"py{sys.version_info[0]}.{sys.version_info[1]}-torch2.13.0-tree"
-    venv.mkdir(parents=True)  # no ready marker: what a killed run left
-    # an installer still writing into it (its command line names the environment, as uv's and pip's do)
-    installer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(venv)])
-    venv.with_name(venv.name + ".installer").write_text(f"{installer.pid}\n")
-    rebuilt = lambda *args: pytest.fail("must not rebuild under a running installer")  # noqa: E731
-    monkeypatch.setattr(environment, "run_installer", rebuilt)
-    try:
-        with pytest.raises(SeriesError, match=rf"an installer of an earlier run \(pid {installer.pid}\) is still"):
-            ensure_environment(ws, tree, "2.13.0", quiet, installer="pip")
-    finally:
-        installer.kill()
-        installer.wait()
-    assert venv.is_dir()
+def _fake_installer(made: list[Path]):
+    """Stands in for uv and pip: ``venv`` makes the folder, an install writes a file into it."""
+
+    def run_installer(command, what, log):
+        if command[1] == "venv":
+            made.append(Path(command[-1]))
+            (made[-1] / "bin").mkdir(parents=True)
+        else:
+            (made[-1] / "installed").write_text(" ".join(command[6:]))
+
+    return run_installer
 
 
-def test_stale_installer_pid_is_ignored(tmp_path):
-    pid_file = tmp_path / "venv.installer"
-    pid_file.write_text("999999999\n")
+def test_an_environment_is_built_aside_and_switched_to_last(tmp_path, monkeypatch):
+    venv = tmp_path / "venvs" / "py3.11-torch2.13.0-tree"
+    made: list[Path] = []
+    monkeypatch.setattr(runner, "run_installer", _fake_installer(made))
+    killed = venv.with_name(venv.name + ".0123abcd")  # what a killed build left; an installer may still write in it
+    (killed / "bin").mkdir(parents=True)
+    neighbour = venv.with_name(venv.name + ".post1")  # another environment's name, not a build
+    neighbour.mkdir()
 
-    environment._refuse_running_installer(pid_file, tmp_path / "venv")
+    runner.build_venv(venv, sys.executable, "uv", ["torch==2.13.0"], "cannot", quiet, "recipe\n")
+    runner.build_venv(venv, sys.executable, "uv", ["torch==2.13.0", "x"], "cannot", quiet, "recipe 2\n")
 
-    assert not pid_file.exists()
+    assert venv.is_symlink()
+    assert venv.resolve() == made[-1].resolve()
+    assert (venv / "installed").read_text() == "torch==2.13.0 x"
+    assert runner.is_ready(venv, "recipe 2\n")
+    assert not runner.is_ready(venv, "recipe\n")
+    assert sorted(p.name for p in venv.parent.iterdir()) == sorted([venv.name, made[-1].name, neighbour.name])
+
+
+def test_a_failed_build_leaves_no_environment_and_keeps_nothing_half_made(tmp_path, monkeypatch):
+    venv = tmp_path / "venvs" / "py3.11-torch2.13.0-tree"
+    made: list[Path] = []
+    monkeypatch.setattr(runner, "run_installer", _fake_installer(made))
+    runner.build_venv(venv, sys.executable, "uv", ["torch==2.13.0"], "cannot", quiet, "recipe\n")
+
+    def failing(command, what, log):
+        if command[1] != "venv":
+            raise SeriesError(f"{what}: no space left on device")
+        _fake_installer(made)(command, what, log)
+
+    monkeypatch.setattr(runner, "run_installer", failing)
+    with pytest.raises(SeriesError, match="cannot: no space left"):
+        runner.build_venv(venv, sys.executable, "uv", ["torch==2.1.2"], "cannot", quiet, "recipe 2\n")
+
+    assert list(venv.parent.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -187,7 +216,7 @@ def test_a_failed_install_gives_the_cause_the_installer_gives(tmp_path, output, 
     command = [sys.executable, "-c", f"import sys; print(open({str(printed)!r}).read(), end=''); sys.exit(2)"]
 
     with pytest.raises(SeriesError) as raised:
-        environment.run_installer(command, "cannot install torch 2.13.0 for py3.11", quiet)
+        runner.run_installer(command, "cannot install torch 2.13.0 for py3.11", quiet)
 
     assert str(raised.value) == f"cannot install torch 2.13.0 for py3.11: {reason}"
 
@@ -210,13 +239,13 @@ def test_a_torch_index_that_is_not_a_url_is_refused_before_any_work(synthetic, t
 def test_an_environment_is_named_by_the_full_release_number(tmp_path, monkeypatch):
     """``2.13`` and ``2.13.0`` are one release, so one environment."""
     ws = Workspace(patches=tmp_path / "patches", workdir=tmp_path / "work")
-    venv = ws.venvs / f"{environment._python_tag(sys.executable)}-torch2.13.0-tree"
+    venv = ws.venvs / f"py{sys.version_info[0]}.{sys.version_info[1]}-torch2.13.0-tree"
     venv.mkdir(parents=True)
-    monkeypatch.setattr(environment, "torch_index", lambda: "")
-    requirements = ["torch==2.13.0", *environment.TEST_REQUIREMENTS]
-    (venv / ".patchseries-ready").write_text("\n".join([str(tmp_path / "tree"), *requirements]) + "\n")
+    monkeypatch.setattr(runner, "torch_index", lambda: "")
+    requirements = ["torch==2.13.0", *runner.TEST_REQUIREMENTS]
+    (venv / runner.READY).write_text("\n".join([str(tmp_path / "tree"), *requirements]) + "\n")
 
-    env = environment.ensure_environment(ws, tmp_path / "tree", "2.13", quiet)
+    env = runner.ensure_environment(ws, tmp_path / "tree", "2.13", quiet)
 
     assert (env.path, env.torch) == (venv, "2.13.0")
     assert sorted(p.name for p in ws.venvs.iterdir()) == [venv.name]

@@ -14,7 +14,6 @@ import pytest
 
 from conftest import commit, git
 from patchseries import gates
-from patchseries.environment import Environment
 from patchseries.errors import SeriesError
 from patchseries.gates import (
     UPSTREAM_MODULES,
@@ -31,6 +30,7 @@ from patchseries.gates import (
 )
 from patchseries.paths import Workspace
 from patchseries.progress import quiet
+from patchseries.runner import Environment
 
 CONFIG = """\
 exclude: ^vendored/

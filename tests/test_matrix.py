@@ -9,7 +9,6 @@ import pytest
 
 from patchseries import matrix
 from patchseries.cli import main
-from patchseries.environment import parse_torch_version
 from patchseries.errors import SeriesError
 from patchseries.matrix import (
     DEFAULT_VERSIONS,
@@ -22,6 +21,7 @@ from patchseries.matrix import (
     to_markdown,
     update_table_page,
 )
+from patchseries.runner import parse_torch_version
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="5">

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from patchseries.environment import DEFAULT_TORCH, ensure_environment
+from patchseries.job import BaseChoice, prepare
 from patchseries.paths import PROJECT_ROOT, Workspace
-from patchseries.pipeline import BaseChoice, prepare
 from patchseries.progress import quiet
+from patchseries.runner import DEFAULT_TORCH, ensure_environment
 
 BENCHMARKS = PROJECT_ROOT / "benchmarks"
 PAGE = PROJECT_ROOT / "docs" / "compile-cost.md"

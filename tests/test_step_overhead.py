@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from patchseries.environment import DEFAULT_TORCH, ensure_environment
+from patchseries.job import BaseChoice, prepare
 from patchseries.paths import PROJECT_ROOT, Workspace
-from patchseries.pipeline import BaseChoice, prepare
 from patchseries.progress import quiet
+from patchseries.runner import DEFAULT_TORCH, ensure_environment
 
 
 @pytest.mark.slow

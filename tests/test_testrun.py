@@ -1,4 +1,4 @@
-"""Running the series' tests: pytest's own verdicts are reported as such."""
+"""Running the series' tests: pytest's own verdicts are reported as such, and the main job's summary."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from patchseries import pipeline, testrun
+from patchseries import job, runner
+from patchseries.changed_lines import ChangedLines, FileLines
 from patchseries.cli import main
-from patchseries.environment import Environment
+from patchseries.job import BaseChoice, JobResult, prepare, summary
 from patchseries.progress import quiet
-from patchseries.testrun import run_tests
+from patchseries.runner import Environment, run_tests
 
 
 def test_no_collected_test_is_not_a_failure(tmp_path):
@@ -31,13 +32,13 @@ def test_no_collected_test_is_not_a_failure(tmp_path):
 
 
 def test_main_job_that_ran_no_test_says_so_and_exits_5(synthetic, monkeypatch):
-    outcome = testrun.TestOutcome(0, 0, 0, testrun.PYTEST_NO_TESTS, None, synthetic.ws.reports / "junit.xml", None)
-    monkeypatch.setattr(pipeline, "ensure_environment", lambda *args, **kwargs: None)
-    monkeypatch.setattr(pipeline, "run_tests", lambda *args, **kwargs: outcome)
+    outcome = runner.TestOutcome(0, 0, 0, runner.PYTEST_NO_TESTS, None, synthetic.ws.reports / "junit.xml", None)
+    monkeypatch.setattr(job, "ensure_environment", lambda *args, **kwargs: None)
+    monkeypatch.setattr(job, "run_tests", lambda *args, **kwargs: outcome)
 
-    result = pipeline.run_main_job(synthetic.ws, pipeline.BaseChoice(), "2.13.0", quiet, pytest_args=("-k", "x"))
+    result = job.run_main_job(synthetic.ws, BaseChoice(), "2.13.0", quiet, pytest_args=("-k", "x"))
 
-    text = pipeline.summary(result)
+    text = summary(result)
     assert "tests:     none ran: pytest collected no test" in text
     assert "failed" not in text
     assert text.endswith("result:    NO TESTS RAN")
@@ -59,22 +60,21 @@ def _run(tmp_path, tree, *pytest_args):
 
 
 @pytest.mark.parametrize(
-    ("pytest_args", "line"),
+    "pytest_args",
     [
-        (("--co", "-q"), "none ran: pytest only collected the tests (--collect-only or a similar pytest argument)"),
-        (
-            ("--setup-plan",),
-            "none ran: pytest set up 1 test but ran none of their bodies (--setup-plan, --setup-only or a similar "
-            "pytest argument)",
-        ),
+        ("--co", "-q"),
+        ("--setup-plan",),
     ],
 )
-def test_collecting_or_setting_up_tests_without_running_them_is_not_a_success(tmp_path, pytest_args, line):
+def test_collecting_or_setting_up_tests_without_running_them_is_not_a_success(tmp_path, pytest_args):
     outcome = _run(tmp_path, _tree(tmp_path), *pytest_args)
 
     assert not outcome.ok
     assert outcome.no_tests
-    assert outcome.line() == line
+    assert (
+        outcome.line()
+        == "none ran: pytest ran no test body (--collect-only, --setup-plan or a similar pytest argument)"
+    )
 
 
 def test_tests_that_were_all_skipped_are_not_a_success(tmp_path):
@@ -105,13 +105,13 @@ def test_tests_that_ran_and_passed_are_ok(tmp_path):
 
 
 def test_main_job_that_only_collected_tests_exits_5(synthetic, monkeypatch):
-    outcome = testrun.TestOutcome(0, 0, 0, 0, None, synthetic.ws.reports / "junit.xml", None, ran=0)
-    monkeypatch.setattr(pipeline, "ensure_environment", lambda *args, **kwargs: None)
-    monkeypatch.setattr(pipeline, "run_tests", lambda *args, **kwargs: outcome)
+    outcome = runner.TestOutcome(0, 0, 0, 0, None, synthetic.ws.reports / "junit.xml", None, ran=0)
+    monkeypatch.setattr(job, "ensure_environment", lambda *args, **kwargs: None)
+    monkeypatch.setattr(job, "run_tests", lambda *args, **kwargs: outcome)
 
-    result = pipeline.run_main_job(synthetic.ws, pipeline.BaseChoice(), "2.13.0", quiet, pytest_args=("--co",))
+    result = job.run_main_job(synthetic.ws, BaseChoice(), "2.13.0", quiet, pytest_args=("--co",))
 
-    assert pipeline.summary(result).endswith("result:    NO TESTS RAN")
+    assert summary(result).endswith("result:    NO TESTS RAN")
     assert result.exit_status == 5
 
 
@@ -132,7 +132,7 @@ def test_pytest_output_has_no_colour_codes_when_it_is_not_a_terminal(tmp_path, c
 def test_a_pytest_usage_error_is_bad_input_not_a_failed_test(synthetic, tmp_path, monkeypatch, capsys):
     """``test -- --bogus-pytest-flag`` is bad input (exit 2, one line), not "result: FAILED" (exit 1)."""
     # the interpreter running this suite has pytest and pytest-cov: it stands in for the torch environment
-    monkeypatch.setattr(pipeline, "ensure_environment", lambda *args, **kwargs: Environment(Path(sys.prefix), "x"))
+    monkeypatch.setattr(job, "ensure_environment", lambda *args, **kwargs: Environment(Path(sys.prefix), "x"))
 
     status = main(["test", "--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir), "--",
                    "--bogus-pytest-flag"])  # fmt: skip
@@ -145,3 +145,28 @@ def test_a_pytest_usage_error_is_bad_input_not_a_failed_test(synthetic, tmp_path
         "is above); nothing was tested. Correct the pytest arguments after --"
     ]
     assert "result:" not in captured.out
+
+
+def _outcome(tmp_path: Path, coverage: float | None) -> runner.TestOutcome:
+    xml = tmp_path / "coverage.xml" if coverage is not None else None
+    return runner.TestOutcome(3, 0, 1, 0, coverage, tmp_path / "junit.xml", xml)
+
+
+def test_summary_reports_changed_lines_then_changed_modules(synthetic, tmp_path):
+    prepared = prepare(synthetic.ws, BaseChoice(), quiet)
+    changed = ChangedLines({"src/fakelib/core.py": FileLines({2, 5}, {6: "    return 0"})})
+    report = tmp_path / "changed-lines.txt"
+
+    text = summary(JobResult(prepared, "2.13.0", _outcome(tmp_path, 44.8), [], changed, report))
+
+    assert f"  coverage:  changed lines: 2/3 covered (66.7%) (uncovered listed in {report})\n" in text
+    assert f"             changed modules: 44.8% (xml: {tmp_path / 'coverage.xml'})\n" in text
+    assert text.endswith("  result:    OK")
+
+
+def test_summary_without_a_coverage_report(synthetic, tmp_path):
+    prepared = prepare(synthetic.ws, BaseChoice(), quiet)
+
+    text = summary(JobResult(prepared, "2.13.0", _outcome(tmp_path, None)))
+
+    assert "  coverage:  n/a (no coverage report)\n" in text

@@ -14,19 +14,26 @@ from typing import TYPE_CHECKING, NoReturn
 
 from patchseries import __version__, wheelcli
 from patchseries.atomic import write_file
-from patchseries.environment import DEFAULT_TORCH, parse_torch_version, torch_index, torch_release
 from patchseries.errors import SeriesError
 from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage
 from patchseries.lock import series_lock, workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, path_option, shell, tool_command
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
+from patchseries.runner import (
+    DEFAULT_TORCH,
+    check_known,
+    check_python,
+    parse_torch_version,
+    running_python,
+    torch_index,
+    torch_release,
+)
 from patchseries.series import read_series
-from patchseries.wheels import check_known, check_python, running_python
 
 if TYPE_CHECKING:
+    from patchseries.job import BaseChoice
     from patchseries.pin import Pin
-    from patchseries.pipeline import BaseChoice
     from patchseries.series import Patch
 
 PROG_ENV = "PATCHSERIES_PROG"  # how the scripts name the main job in its help and errors
@@ -203,7 +210,7 @@ def _one_line(message: str) -> str:
 
 
 def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import pipeline
+    from patchseries import job as pipeline
     from patchseries.apply import tool_tree
 
     pin, patches = pipeline.load(ws)
@@ -215,7 +222,7 @@ def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import pipeline
+    from patchseries import job as pipeline
 
     prepared = pipeline.prepare(ws, _choice(args), make_log())
     print(prepared.base.path)
@@ -223,7 +230,7 @@ def cmd_apply(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def cmd_edit(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import pipeline
+    from patchseries import job as pipeline
     from patchseries.apply import edit_tree
 
     pin, patches = pipeline.load(ws)
@@ -234,7 +241,7 @@ def cmd_edit(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import pipeline
+    from patchseries import job as pipeline
 
     result = pipeline.run_main_job(
         ws, _choice(args), args.torch, make_log(), installer=args.installer, pytest_args=tuple(args.pytest_args)
@@ -276,7 +283,7 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import pipeline
+    from patchseries import job as pipeline
 
     pin, patches = pipeline.load(ws)
     if args.onto:
@@ -382,7 +389,7 @@ def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: P
 
 
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import pipeline
+    from patchseries import job as pipeline
     from patchseries.forward import forward_series
 
     release_pin, release_patches = pipeline.load(ws)
@@ -488,7 +495,7 @@ def cmd_status(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def _choice(args: argparse.Namespace) -> BaseChoice:
-    from patchseries.pipeline import BaseChoice
+    from patchseries.job import BaseChoice
 
     if args.checkout is not None and args.git:
         raise SeriesError("--checkout and --git are alternatives; pass one of them")

@@ -24,12 +24,11 @@ from typing import Any
 import yaml
 from identify.identify import tags_from_path
 
-from patchseries.environment import Environment, build_venv, find_uv, is_ready
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
 from patchseries.paths import Workspace
 from patchseries.progress import Log
-from patchseries.testrun import TestOutcome, junit_cases, run_tests
+from patchseries.runner import Environment, TestOutcome, build_venv, find_uv, is_ready, junit_cases, run_tests
 from patchseries.trees import BASE_REF
 
 # What exercises the code the series changes: the LightningModule, its optimizers, loops, strategies, precision, Fabric

@@ -11,20 +11,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchseries import acceptance
 from patchseries.atomic import write_file
 from patchseries.base import base_worktree
 from patchseries.changed_lines import ChangedLines, added_lines, line_hits, measure, merge
-from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import add_excludes, git, out
-from patchseries.harness import write_harness
+from patchseries.job import BaseChoice, Prepared, install_acceptance, prepare, write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace, project_root
-from patchseries.pipeline import BaseChoice, Prepared, prepare
 from patchseries.progress import Log
-from patchseries.testrun import changed_source_files, junit_cases, run_tests
+from patchseries.runner import (
+    TORCH_NEWEST_PATCH,
+    Environment,
+    changed_source_files,
+    ensure_environment,
+    junit_cases,
+    run_tests,
+)
 from patchseries.trees import BASE_REF, recording
-from patchseries.wheels import TORCH_NEWEST_PATCH
 
 DEFAULT_VERSIONS = tuple(f"{a}.{b}.{c}" for (a, b), c in TORCH_NEWEST_PATCH.items())  # each minor's newest release
 TABLE_START, TABLE_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
@@ -203,6 +206,6 @@ def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
     if added:
         git("restore", f"--source={out('rev-parse', 'HEAD', cwd=repo)}", "--worktree", "--", *added, cwd=tree)
         add_excludes(tree, [f"/{path}" for path in added])  # the tool's copies, never a person's uncommitted files
-    acceptance.install(tree, ws.acceptance)
+    install_acceptance(tree, ws.acceptance)
     write_harness(tree, prepared.patches)
     return tree

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from patchseries.apply import tool_tree
 from patchseries.base import download_sdist, resolve_source, safe_extract
-from patchseries.environment import find_uv
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
 from patchseries.interrupts import stage
@@ -32,6 +31,7 @@ from patchseries.lock import Lock, hold
 from patchseries.paths import Workspace, kept_path, shell
 from patchseries.pin import Pin, Standalone
 from patchseries.progress import Log
+from patchseries.runner import find_uv
 from patchseries.series import Patch, crlf_problem, file_sections, fingerprint, has_crlf, section_path
 from patchseries.trees import BASE_REF
 

@@ -8,14 +8,20 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from patchseries.environment import DEFAULT_TORCH, known_torch, parse_torch_version, torch_index
 from patchseries.errors import SeriesError
 from patchseries.paths import Workspace, name_option, path_option
 from patchseries.pin import load_pin
 from patchseries.progress import make_log
 from patchseries.release import WheelPin, build_wheels, load_wheel_pin
+from patchseries.runner import (
+    DEFAULT_TORCH,
+    check_python,
+    known_torch,
+    parse_torch_version,
+    running_python,
+    torch_index,
+)
 from patchseries.series import Patch, snapshot_series
-from patchseries.wheels import check_python, running_python
 
 
 def add_parsers(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
