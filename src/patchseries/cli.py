@@ -19,15 +19,13 @@ from patchseries.errors import SeriesError
 from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage
 from patchseries.lock import series_lock, workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, path_option, shell, tool_command
-from patchseries.pin import load_pin
+from patchseries.pin import Pin, load_pin
 from patchseries.progress import make_log
-from patchseries.series import read_series
+from patchseries.series import Patch, read_series
 from patchseries.wheels import check_known, check_python, running_python
 
 if TYPE_CHECKING:
-    from patchseries.pin import Pin
     from patchseries.pipeline import BaseChoice
-    from patchseries.series import Patch
 
 PROG_ENV = "PATCHSERIES_PROG"  # how the scripts name the main job in its help and errors
 FORWARD_DIR = "master"  # the forward series for upstream's default branch, beside the release series' patches
@@ -376,30 +374,27 @@ def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     if args.write_docs:
         args.write_docs = args.write_docs.resolve()  # a link's page is the one written, never the link replaced
         matrix.check_table_page(args.write_docs)  # now, not after a run of minutes
-    out_dir, made_on = ws.reports / "matrix", None
+    out_dir, made_on, saved = ws.reports / "matrix", None, args.from_json
     if args.from_json:
         try:
-            text = args.from_json.read_text()
+            rows, made_on = matrix.from_json(args.from_json.read_text(), str(args.from_json))
         except UnicodeDecodeError as exc:
             raise SeriesError(f"{args.from_json} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        rows, made_on = matrix.from_json(text, str(args.from_json))
         if args.refresh_compile_stats:
             matrix.refresh_compile_stats(ws, rows, make_log(), installer=args.installer)
     else:
         rows = matrix.run_matrix(ws, args.torch or list(matrix.DEFAULT_VERSIONS), make_log(), installer=args.installer)
     out_dir.mkdir(parents=True, exist_ok=True)
-    saved, written = args.from_json, [out_dir / "matrix.md"]
-    if not args.from_json or args.refresh_compile_stats:  # what was measured now
+    if not args.from_json or args.refresh_compile_stats:  # what this run measured
         saved = out_dir / "matrix.json"
         write_file(saved, matrix.to_json(rows, made_on))
-        written.insert(0, saved)
-    table = matrix.to_markdown(rows, made_on)
+    table, missing = matrix.to_markdown(rows, made_on), matrix.missing_results(rows)
     write_file(out_dir / "matrix.md", table)
-    missing = matrix.missing_results(rows)
-    if args.write_docs and not missing:
-        matrix.update_table_page(args.write_docs, table)
-        written.append(args.write_docs)
-    print(f"{table}\nwritten: {', '.join(str(path) for path in written)}")
+    page = None if missing else args.write_docs  # a table is replaced only by a complete one
+    if page:
+        matrix.update_table_page(page, table)
+    written = [str(path) for path in (saved, out_dir / "matrix.md", page) if path and path != args.from_json]
+    print(f"{table}\nwritten: {', '.join(written)}")
     if not missing:
         return 0
     kept = f"; {args.write_docs} was left as it was (a table is replaced only by a complete one)"
