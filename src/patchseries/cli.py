@@ -185,9 +185,7 @@ def _print_table(rows: list[Any]) -> bool:
 
 
 def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries.pipeline import load
-
-    print(_tool_tree(ws, *load(ws), _choice(args)))
+    print(_tool_tree(ws, load_pin(ws.pin_file), read_series(ws.series_file), _choice(args)))
     return 0
 
 
@@ -200,10 +198,10 @@ def cmd_apply(args: argparse.Namespace, ws: Workspace) -> int:
 
 def cmd_edit(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.apply import edit_tree
-    from patchseries.pipeline import get_source, load
+    from patchseries.pipeline import get_source
 
-    pin, patches = load(ws)
-    print(edit_tree(ws, pin, patches, get_source(ws, pin, _choice(args)), make_log()))
+    pin = load_pin(ws.pin_file)
+    print(edit_tree(ws, pin, read_series(ws.series_file), get_source(ws, pin, _choice(args)), make_log()))
     return 0
 
 
@@ -248,9 +246,8 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
 
 def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.onto import check_onto
-    from patchseries.pipeline import load
 
-    pin, patches = load(ws)
+    pin, patches = load_pin(ws.pin_file), read_series(ws.series_file)
     if args.onto:
         if args.checkout is None:
             raise SeriesError("check --onto needs --checkout PATH, an upstream clone that has the ref")
@@ -345,9 +342,8 @@ def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin,
 
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.forward import forward_series
-    from patchseries.pipeline import load
 
-    release_pin, release_patches = load(ws)
+    release_pin, release_patches = load_pin(ws.pin_file), read_series(ws.series_file)
     if release_pin.commit:  # `--patches patches/master`: that is the forward series itself
         raise SeriesError(
             f"{ws.patches} is a forward series (its base.toml pins upstream commit {release_pin.commit[:12]}, not a "
