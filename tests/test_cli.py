@@ -204,6 +204,41 @@ def test_help_describes_the_tool_not_its_code():
     assert "built fresh per base and series" in proc.stdout
 
 
+DOCUMENTED = {  # docs/options.md and docs/contributors.md: each subcommand and the options they name for it
+    "fetch": ["--patches", "--workdir", "--checkout", "--git", "--force-base"],
+    "apply": ["--patches", "--workdir", "--checkout", "--git", "--force-base"],
+    "edit": ["--patches", "--workdir", "--checkout", "--git", "--force-base"],
+    "test": ["--patches", "--workdir", "--checkout", "--git", "--force-base", "--torch", "--installer"],
+    "export": ["--patches", "--workdir", "--tree", "--branch", "--drop-missing", "--author"],
+    "check": ["--patches", "--workdir", "--onto", "--checkout"],
+    "forward": ["--patches", "--workdir", "--checkout", "--to", "--author"],
+    "status": ["--patches", "--workdir"],
+    "matrix": ["--patches", "--workdir", "--torch", "--installer", "--write-docs", "--write-readme", "--from-json",
+               "--refresh-compile-stats"],
+    "wheels": ["--patches", "--workdir", "--dist"],
+    "test-wheels": ["--patches", "--workdir", "--dist", "--torch", "--package", "--installer"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", DOCUMENTED)
+def test_each_subcommand_takes_the_documented_options(command, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    assert [option for option in DOCUMENTED[command] if option not in shown] == []
+
+
+def test_the_overview_lists_every_subcommand_once(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+
+    lines = capsys.readouterr().out.splitlines()
+    listed = [line.split()[0] for line in lines if line.startswith("    ") and not line.startswith("     ")]
+    assert listed == list(DOCUMENTED)
+
+
 def test_main_job_help_describes_the_job_the_workdir_variable_and_pytest_arguments():
     env = {**os.environ, "PATCHSERIES_PROG": "scripts/apply_and_test.sh"}
 

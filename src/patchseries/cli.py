@@ -1,16 +1,16 @@
-"""Command line: one argparse parser; each subcommand is a short function that imports the module doing the work."""
+"""Command line: one argparse parser built from a table; each subcommand is a short function that imports the module
+doing the work (start-up stays fast). Every refusal is one ``error:`` line and exit status 2."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from patchseries import __version__, wheelcli
 from patchseries.atomic import write_file
@@ -18,7 +18,7 @@ from patchseries.errors import SeriesError
 from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage
 from patchseries.lock import series_lock, workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, path_option, shell, tool_command
-from patchseries.pin import load_pin
+from patchseries.pin import Pin, load_pin
 from patchseries.progress import make_log
 from patchseries.runner import (
     DEFAULT_TORCH,
@@ -29,24 +29,15 @@ from patchseries.runner import (
     torch_index,
     torch_release,
 )
-from patchseries.series import read_series
+from patchseries.series import Patch, read_series
 
 if TYPE_CHECKING:
     from patchseries.job import BaseChoice
-    from patchseries.pin import Pin
-    from patchseries.series import Patch
 
 PROG_ENV = "PATCHSERIES_PROG"  # how the scripts name the main job in its help and errors
 FORWARD_DIR = "master"  # the forward series for upstream's default branch, beside the release series' patches
-AUTHOR_HELP = (
-    "the From: of every written patch (default: $PATCHSERIES_AUTHOR, else each commit's own author; an @invalid "
-    "placeholder is refused)"
-)
 SIGPIPE_STATUS = 141  # what a shell reports for a program that stopped writing into a closed pipe (`| head`)
-_ERRNO_PREFIX = re.compile(r"^\[Errno \d+\] ")
-# characters of an error line; a longer message keeps its start and its end. Room for a refusal's remedies, several
-# commands with the run's own paths, which must run as written, never cut in the middle
-_MAX_ERROR = 2000
+MAX_ERROR = 2000  # an error line's characters: room for remedies with the run's own paths, never cut in the middle
 DESCRIPTION = """\
 Apply the patch series in patches/ to the pinned PyTorch Lightning release, test it, and maintain it.
 
@@ -72,50 +63,51 @@ edit it in a tree of your own (the subcommand `edit`), export it, and run the ma
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one ``error:`` line (exit status 2), like every other refusal."""
-
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message}; see {self.prog} --help\n")
+
+
+def _test_prog() -> str:
+    return os.environ.get(PROG_ENV) or tool_command("test")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        hint = ""
-        if args.command == "test":
-            prog = os.environ.get(PROG_ENV) or tool_command("test")
-            hint = f"; pytest arguments go after --, e.g. {prog} -- {' '.join(unknown)}"
-        parser.exit(2, f"error: unrecognized arguments: {' '.join(unknown)}{hint}\n")
+        hint = f"; pytest arguments go after --, e.g. {_test_prog()} -- {' '.join(unknown)}"
+        parser.exit(2, f"error: unrecognized arguments: {' '.join(unknown)}{hint if args.command == 'test' else ''}\n")
     try:
         with sigterm_as_interrupt():
-            _validate(args)
-            ws = Workspace.default(patches=args.patches, workdir=args.workdir)
-            _validate_pins(args, ws)
-            with _lock(args, ws):
+            ws = _workspace(args)
+            with ExitStack() as held:
+                _lock(args, ws, held)
                 status = int(args.handler(args, ws))
-            # the work is done and said: a signal now would only turn its exit status into 143
-            ignore_interrupts()
+            ignore_interrupts()  # the work is done and said: a signal now would only turn its exit status into 143
             stage("command-done")
             sys.stdout.flush()
             return status
-    except SeriesError as exc:
-        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        # the reader went away (`patchseries status | head`): stop quietly, as a shell tool would
+    except BrokenPipeError:  # the reader went away (`patchseries status | head`): stop quietly, as a shell tool would
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return SIGPIPE_STATUS
-    except OSError as exc:
-        print(f"error: {_one_line(_os_error(exc))}", file=sys.stderr)
+    except (SeriesError, OSError) as exc:
+        line = " ".join(str(exc).split("\n"))
+        if not isinstance(exc, SeriesError):
+            paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+            line = f"{exc.strerror or line}{': ' if paths else ''}{paths}; check that path (permissions, free space, "
+            line += "a process still using it) and re-run"
+        if len(line) > MAX_ERROR:  # a longer message keeps its start and its end
+            half = MAX_ERROR // 2
+            line = f"{line[:half]} ... ({len(line) - 2 * half} characters left out) ... {line[-half:]}"
+        print(f"error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted; re-run the same command to resume from a clean state", file=sys.stderr)
         return 130
 
 
-def _validate(args: argparse.Namespace) -> None:
-    """Refuse bad option values before anything is downloaded or created."""
+def _workspace(args: argparse.Namespace) -> Workspace:
+    """Refuse bad option values and pins before anything is downloaded or created (the work directory included)."""
     if args.command in ("test", "matrix"):
         torch_index()
     if args.command == "test":
@@ -126,14 +118,11 @@ def _validate(args: argparse.Namespace) -> None:
         if args.refresh_compile_stats and not args.from_json:
             raise SeriesError("--refresh-compile-stats measures a saved matrix again; pass it with --from-json JSON")
         if args.torch and args.from_json:
-            raise SeriesError(
-                "--torch and --from-json are alternatives: --from-json renders the releases saved in JSON; drop "
-                "--torch, or run the matrix without --from-json"
-            )
-        if args.torch:  # each release once, by its full number (`--torch 2.13 --torch 2.13.0` is one run)
-            args.torch = list(dict.fromkeys(torch_release(version) for version in args.torch))
-            for version in args.torch:
-                check_known(version, parse_torch_version(version))
+            raise SeriesError("--torch and --from-json are alternatives: --from-json renders the releases saved in "
+                              "JSON; drop --torch, or run the matrix without --from-json")  # fmt: skip
+        args.torch = list(dict.fromkeys(torch_release(version) for version in args.torch or ()))  # each release once
+        for version in args.torch:
+            check_known(version, parse_torch_version(version))
     if args.command in ("export", "forward"):
         from patchseries.export import AUTHOR_ENV, parse_identity
 
@@ -142,111 +131,93 @@ def _validate(args: argparse.Namespace) -> None:
         elif os.environ.get(AUTHOR_ENV):
             args.author = os.environ[AUTHOR_ENV]
             parse_identity(args.author, given_as=AUTHOR_ENV)
+    ws = Workspace.default(patches=args.patches, workdir=args.workdir)
+    if args.command != "status" and not (getattr(args, "from_json", None) and not args.refresh_compile_stats):
+        pin = load_pin(ws.pin_file)
+        if args.command == "forward" and not pin.commit:  # a commit pin is refused by cmd_forward
+            load_pin((args.to or ws.patches / FORWARD_DIR) / "base.toml")
+    wheelcli.validate(args, ws)
+    return ws
 
 
-def _validate_pins(args: argparse.Namespace, ws: Workspace) -> None:
-    """Read every pin the command uses, in full, before the work directory or its lock is made: a refused pin
-    leaves nothing behind, and nothing is downloaded for it."""
-    from_json_only = args.command == "matrix" and args.from_json and not args.refresh_compile_stats
-    pin = load_pin(ws.pin_file) if args.command != "status" and not from_json_only else None
-    if args.command == "forward" and pin is not None and not pin.commit:  # a commit pin is refused by cmd_forward
-        load_pin((args.to or ws.patches / FORWARD_DIR) / "base.toml")
-    wheelcli.validate(args, ws)  # the wheel commands' [wheels] pin and options
-
-
-@contextmanager
-def _lock(args: argparse.Namespace, ws: Workspace) -> Iterator[None]:
-    """The work directory's lock, for every command that reads or writes it; and the lock of the series folder that
-    ``export`` or ``forward`` rewrites, which runs from other work directories share."""
-    reads_workdir = args.command != "status" and not getattr(args, "onto", None)
+def _lock(args: argparse.Namespace, ws: Workspace, held: ExitStack) -> None:
+    """The work directory's lock for every command that uses it (then the scratch folder a killed run left is ours to
+    remove), and the lock of the series folder ``export`` or ``forward`` rewrites, shared by every work directory."""
+    if args.command != "status" and not getattr(args, "onto", None):
+        given_as = WORKDIR_ENV if args.workdir is None and os.environ.get(WORKDIR_ENV) else "--workdir"
+        held.enter_context(workdir_lock(ws.workdir, f"patchseries {args.command}", given_as))
+        shutil.rmtree(ws.scratch, ignore_errors=True)
+        held.callback(shutil.rmtree, ws.scratch, ignore_errors=True)
     written = {"export": ws.patches, "forward": getattr(args, "to", None) or ws.patches / FORWARD_DIR}.get(args.command)
-    with (
-        workdir_lock(ws.workdir, f"patchseries {args.command}", _workdir_given_as(args))
-        if reads_workdir
-        else nullcontext(),
-        series_lock(written) if written is not None and written.is_dir() else nullcontext(),
-    ):
-        # the runs' scratch folder: a killed run's is removed, as no other run uses it while this one holds the lock
-        scratch = ws.scratch if reads_workdir else None
-        try:
-            if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
-            yield
-        finally:
-            if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
+    if written is not None and written.is_dir():
+        held.enter_context(series_lock(written))
 
 
-def _workdir_given_as(args: argparse.Namespace) -> str:
-    """Where the run's work directory came from, as a refusal of it names it: the option, or the variable."""
-    return WORKDIR_ENV if args.workdir is None and os.environ.get(WORKDIR_ENV) else "--workdir"
+def _choice(args: argparse.Namespace) -> BaseChoice:
+    from patchseries.job import BaseChoice
+
+    if args.checkout is not None and args.git:
+        raise SeriesError("--checkout and --git are alternatives; pass one of them")
+    return BaseChoice(checkout=args.checkout, use_git=args.git, force_base=args.force_base)
 
 
-def _os_error(exc: OSError) -> str:
-    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
-    reason = exc.strerror or str(exc)
-    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
-        reason, paths = _copy_failures(exc.args[0])
-    where = f": {paths}" if paths else ""
-    return f"{reason}{where}; check that path (permissions, free space, a process still using it) and re-run"
+def _git_checkout(path: Path) -> Path:
+    if not (path / ".git").exists():
+        raise SeriesError(f"--checkout {path} is not a git checkout")
+    return path.resolve()
 
 
-def _copy_failures(failures: list[tuple[str, str, str]]) -> tuple[str, str]:
-    """The first of a failed copy's per-file errors, and how many more (``str()`` would list them all, one line of
-    thousands of files when the disk fills up)."""
-    source, _, why = (str(part) for part in failures[0])
-    reason = _ERRNO_PREFIX.sub("", why)
-    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-    return reason, f"{source}{more}"
+def _tool_tree(ws: Workspace, pin: Pin, patches: list[Patch], choice: BaseChoice) -> Path:
+    from patchseries.apply import tool_tree
+    from patchseries.job import get_source
+
+    source = get_source(ws, pin, choice)
+    ws.workdir.mkdir(parents=True, exist_ok=True)
+    return tool_tree(ws, pin, patches, source, make_log())[0].path
 
 
-def _one_line(message: str) -> str:
-    """An error message as one line of readable length: a longer one keeps its start and its end."""
-    line = " ".join(message.split("\n"))
-    if len(line) <= _MAX_ERROR:
-        return line
-    half = _MAX_ERROR // 2
-    return f"{line[:half]} ... ({len(line) - 2 * half} characters left out) ... {line[-half:]}"
+def _default_tree(ws: Workspace) -> Path:
+    """The tree ``edit`` makes on the sdist base: what ``export`` reads unless told another."""
+    from patchseries.apply import EDIT_DIR
+
+    return ws.workdir / EDIT_DIR / f"sdist-{load_pin(ws.pin_file).version}"
+
+
+def _print_table(rows: list[Any]) -> bool:
+    """Print one line per patch; whether any conflicts."""
+    width = max(len(row.patch) for row in rows)
+    for row in rows:
+        print(f"{row.patch:<{width}}  {row.status}{f' ({row.detail})' if row.detail else ''}")
+    return any(row.status == "conflicts" for row in rows)
 
 
 def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import job as pipeline
-    from patchseries.apply import tool_tree
-
-    pin, patches = pipeline.load(ws)
-    source = pipeline.get_source(ws, pin, _choice(args))
-    ws.workdir.mkdir(parents=True, exist_ok=True)
-    tree, _ = tool_tree(ws, pin, patches, source, make_log())
-    print(tree.path)
+    print(_tool_tree(ws, load_pin(ws.pin_file), read_series(ws.series_file), _choice(args)))
     return 0
 
 
 def cmd_apply(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import job as pipeline
+    from patchseries.job import prepare
 
-    prepared = pipeline.prepare(ws, _choice(args), make_log())
-    print(prepared.base.path)
+    print(prepare(ws, _choice(args), make_log()).base.path)
     return 0
 
 
 def cmd_edit(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import job as pipeline
     from patchseries.apply import edit_tree
+    from patchseries.job import get_source
 
-    pin, patches = pipeline.load(ws)
-    source = pipeline.get_source(ws, pin, _choice(args))
-    tree = edit_tree(ws, pin, patches, source, make_log())
-    print(tree)
+    pin = load_pin(ws.pin_file)
+    print(edit_tree(ws, pin, read_series(ws.series_file), get_source(ws, pin, _choice(args)), make_log()))
     return 0
 
 
 def cmd_test(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import job as pipeline
+    from patchseries.job import run_main_job, summary
 
-    result = pipeline.run_main_job(
-        ws, _choice(args), args.torch, make_log(), installer=args.installer, pytest_args=tuple(args.pytest_args)
-    )
-    print(pipeline.summary(result))
+    log, pytest_args = make_log(), tuple(args.pytest_args)
+    result = run_main_job(ws, _choice(args), args.torch, log, installer=args.installer, pytest_args=pytest_args)
+    print(summary(result))
     return result.exit_status
 
 
@@ -257,12 +228,10 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     tree = given.resolve()
     if not (tree / ".git").exists():
         make = f"make one to edit with `{ws.command('edit')}`"
-        if args.tree is not None:  # not "or pass --tree": it was passed
+        if args.tree is not None:
             what = "is not a git repository (it has no .git)" if given.exists() else "does not exist"
-            raise SeriesError(
-                f"--tree {given} {what}; pass the path of the tree to export (a clone with branches base and series), "
-                f"or {make} and export it without --tree"
-            )
+            raise SeriesError(f"--tree {given} {what}; pass the path of the tree to export (a clone with branches base "
+                              f"and series), or {make} and export it without --tree")  # fmt: skip
         if given.exists() or given.is_symlink():  # edit would refuse: its place is taken
             make = f"move it away ({shell('mv', given, kept_path(given))}) and {make}"
         raise SeriesError(f"there is no tree to export at {given}; {make}, or pass --tree")
@@ -283,19 +252,22 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import job as pipeline
+    from patchseries.forward import check_onto
 
-    pin, patches = pipeline.load(ws)
+    pin, patches = load_pin(ws.pin_file), read_series(ws.series_file)
     if args.onto:
-        return _check_onto(args, pin, patches)
-    status = _drift(args, ws, ws.patches, pin, patches, lambda: _sdist_tree(ws, pin, patches))
+        if args.checkout is None:
+            raise SeriesError("check --onto needs --checkout PATH, an upstream clone that has the ref")
+        return int(_print_table(check_onto(_git_checkout(args.checkout), args.onto, pin.where, patches)))
+    checkout = _git_checkout(args.checkout) if args.checkout is not None else None
+    status = _drift(ws, checkout, ws.patches, pin, patches)
     forward_dir = ws.patches / FORWARD_DIR
     if (forward_dir / "series").is_file():  # a release series with its forward series: check both
         forward_pin, forward_patches = load_pin(forward_dir / "base.toml"), read_series(forward_dir / "series")
         print(f"{FORWARD_DIR}/ (onto {forward_pin.commit[:12]}):")
-        status = max(status, _drift(args, ws, forward_dir, forward_pin, forward_patches, None))
-        if args.checkout is not None:
-            status = max(status, _forward_drift(args.checkout.resolve(), ws, pin, patches, forward_pin, forward_dir))
+        status = max(status, _drift(ws, checkout, forward_dir, forward_pin, forward_patches))
+        if checkout is not None:
+            status = max(status, _forward_drift(checkout, ws, pin, patches, forward_pin, forward_dir))
     return status
 
 
@@ -306,43 +278,36 @@ def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch]
 
     fresh = ws.scratch / FORWARD_DIR
     fresh.mkdir(parents=True)
-    remedy = ws.command("forward", "--checkout", checkout)
     try:
         conflicts = [r.patch for r in forward_series(checkout, pin, patches, target, fresh) if r.status == "conflicts"]
     except SeriesError as exc:
         conflicts = [str(exc)]
-    names = ["series", *listed_names(folder / "series"), *listed_names(fresh / "series")]
-    differ = [n for n in dict.fromkeys(names) if not all((d / n).is_file() for d in (folder, fresh))
+    names = dict.fromkeys(["series", *listed_names(folder / "series"), *listed_names(fresh / "series")])
+    differ = [n for n in names if not all((d / n).is_file() for d in (folder, fresh))
               or without_author((folder / n).read_bytes()) != without_author((fresh / n).read_bytes())]  # fmt: skip
-    if conflicts or differ:
-        why = f"the release series does not forward ({', '.join(conflicts)})" if conflicts else ", ".join(differ)
-        print(f"drift: {FORWARD_DIR}/ is not what forward writes from the release series ({why}); `{remedy}`")
-        return 1
-    print(f"ok: {FORWARD_DIR}/ is what forward writes from the release series")
-    return 0
+    if not conflicts and not differ:
+        print(f"ok: {FORWARD_DIR}/ is what forward writes from the release series")
+        return 0
+    why = f"the release series does not forward ({', '.join(conflicts)})" if conflicts else ", ".join(differ)
+    remedy = ws.command("forward", "--checkout", checkout)
+    print(f"drift: {FORWARD_DIR}/ is not what forward writes from the release series ({why}); `{remedy}`")
+    return 1
 
 
-def _drift(
-    args: argparse.Namespace,
-    ws: Workspace,
-    patches_dir: Path,
-    pin: Pin,
-    patches: list[Patch],
-    sdist: Callable[[], Path] | None,
-) -> int:
+def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> int:
     from patchseries.export import drift_report
+    from patchseries.job import BaseChoice
 
-    reexport = _reexport(args, ws, patches_dir, pin, patches)
-    if args.checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
-        if not (args.checkout / ".git").exists():
-            raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
-        ref = pin.commit or f"refs/tags/{pin.tag}"
-        report = drift_report(args.checkout.resolve(), patches, patches_dir, base=ref, reexport=reexport)
-    elif sdist is None or not pin.has_sdist:
+    reexport = _reexport(ws, checkout, patches_dir, pin, patches)
+    if checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
+        base = pin.commit or f"refs/tags/{pin.tag}"
+        report = drift_report(checkout, patches, patches_dir, base=base, reexport=reexport)
+    elif patches_dir != ws.patches or not pin.has_sdist:
         print(f"not checked: {len(patches)} patches pinned to upstream commit {pin.where[:12]}; pass --checkout PATH")
         return 0
     else:
-        report = drift_report(sdist(), patches, patches_dir, lacks=pin.sdist_lacks, reexport=reexport)
+        sdist = _tool_tree(ws, pin, patches, BaseChoice())
+        report = drift_report(sdist, patches, patches_dir, lacks=pin.sdist_lacks, reexport=reexport)
     for problem in report.problems:
         print(f"drift: {problem}")
     if report.problems:
@@ -350,49 +315,42 @@ def _drift(
     print(f"ok: {len(patches)} patches equal a fresh export and apply without whitespace errors")
     if report.unchecked:
         files = sorted({path for paths in report.unchecked.values() for path in paths})
-        print(
-            f"not checked: {len(files)} upstream files that the sdist base lacks ({', '.join(files)}), changed by "
-            f"{', '.join(name[:4] for name in report.unchecked)}; `{ws.command('check', '--checkout', 'PATH')}` "
-            f"(PATH: an upstream clone at tag {pin.tag}) checks those hunks too"
-        )
+        print(f"not checked: {len(files)} upstream files that the sdist base lacks ({', '.join(files)}), changed by "
+              f"{', '.join(name[:4] for name in report.unchecked)}; `{ws.command('check', '--checkout', 'PATH')}` "
+              f"(PATH: an upstream clone at tag {pin.tag}) checks those hunks too")  # fmt: skip
     return 0
 
 
-def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: Pin, patches: list[Patch]) -> str:
-    """The command that writes ``patches_dir`` again, as the drift check's problems name it, with the run's own
-    --patches and --workdir: it runs as written, through to the series written.
-
-    A forward series (an upstream commit pinned) is made by ``forward`` from its release series; a release series by
-    ``export`` of the person's edit tree: the first there is of the one of ``--checkout``, the sdist's (export's
-    default; not for a series that changes files the sdist lacks, which export from it refuses to drop) and
-    upstream's tag's (``edit --git``); none there, the first of them is made with ``edit`` first."""
+def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> str:
+    """The command that writes ``patches_dir`` again, with the run's own --patches and --workdir: ``forward`` for a
+    forward series; for a release series ``export`` of the first edit tree there is of --checkout's, the sdist's (not
+    for a series that changes files the sdist lacks) and upstream's tag's, after the ``edit`` that makes it if none."""
     from patchseries.apply import EDIT_DIR
     from patchseries.base import checkout_tree_name
 
-    checkout = ("--checkout", args.checkout.resolve()) if args.checkout is not None else ()  # drift needs one
+    given = ("--checkout", checkout) if checkout is not None else ()
     if patches_dir != ws.patches:  # the forward series beside the release series of --patches
-        return ws.command("forward", *checkout)
+        return ws.command("forward", *given)
     release = ws.patches.parent
     if pin.commit and (release / "series").is_file() and (release / "base.toml").is_file():
         to = () if ws.patches == release / FORWARD_DIR else ("--to", ws.patches)
-        return ws.command_on(release, "forward", *checkout, *to)
+        return ws.command_on(release, "forward", *given, *to)
     edits, default = ws.workdir / EDIT_DIR, _default_tree(ws)
     lacking = any(path.startswith(pin.sdist_lacks) for patch in patches for path in patch.touched_existing)
     candidates = [
-        *([(edits / checkout_tree_name(args.checkout), ("edit", *checkout))] if checkout else []),
+        *([(edits / checkout_tree_name(checkout), ("edit", *given))] if checkout is not None else []),
         *([(default, ("edit",))] if not lacking else []),
         (edits / f"git-{pin.commit[:12] or pin.tag}", ("edit", "--git")),
     ]
-    tree, edit = next((tree for tree in candidates if (tree[0] / ".git").exists()), candidates[0])
+    tree, edit = next((c for c in candidates if (c[0] / ".git").exists()), candidates[0])
     export = ws.command("export", *(("--tree", tree) if tree != default else ()))
     return export if (tree / ".git").exists() else f"{ws.command(*edit)} && {export}"
 
 
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries import job as pipeline
     from patchseries.forward import forward_series
 
-    release_pin, release_patches = pipeline.load(ws)
+    release_pin, release_patches = load_pin(ws.pin_file), read_series(ws.series_file)
     if release_pin.commit:  # `--patches patches/master`: that is the forward series itself
         raise SeriesError(
             f"{ws.patches} is a forward series (its base.toml pins upstream commit {release_pin.commit[:12]}, not a "
@@ -403,18 +361,10 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
     target = load_pin(target_dir / "base.toml")
     if not target.commit:
         raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')
-    if not (args.checkout / ".git").exists():
-        raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
-    checkout = args.checkout.resolve()
-    results = forward_series(
-        checkout, release_pin, release_patches, target, target_dir, author=args.author,
-        check=ws.command("check", "--checkout", checkout),
-    )  # fmt: skip
-    width = max(len(r.patch) for r in results)
-    for result in results:
-        detail = f" ({result.detail})" if result.detail else ""
-        print(f"{result.patch:<{width}}  {result.status}{detail}")
-    if any(r.status == "conflicts" for r in results):
+    checkout = _git_checkout(args.checkout)
+    check, author = ws.command("check", "--checkout", checkout), args.author
+    results = forward_series(checkout, release_pin, release_patches, target, target_dir, author=author, check=check)
+    if _print_table(results):
         print(f"error: conflicts; {target_dir} was left as it was", file=sys.stderr)
         return 1
     print(f"written: {target_dir} ({sum(r.status == 'forwarded' for r in results)} patches onto {target.commit[:12]})")
@@ -427,62 +377,34 @@ def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     if args.write_docs:
         args.write_docs = args.write_docs.resolve()  # a link's page is the one written, never the link replaced
         matrix.check_table_page(args.write_docs)  # now, not after a run of minutes
-    out_dir = ws.reports / "matrix"
-    saved = out_dir / "matrix.json"
+    out_dir, made_on, saved = ws.reports / "matrix", None, args.from_json
     if args.from_json:
-        rows, made_on = matrix.from_json(_read_text(args.from_json), str(args.from_json))
-        saved = args.from_json
+        try:
+            rows, made_on = matrix.from_json(args.from_json.read_text(), str(args.from_json))
+        except UnicodeDecodeError as exc:
+            raise SeriesError(f"{args.from_json} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if args.refresh_compile_stats:
             matrix.refresh_compile_stats(ws, rows, make_log(), installer=args.installer)
-            out_dir.mkdir(parents=True, exist_ok=True)
-            saved = out_dir / "matrix.json"
-            write_file(saved, matrix.to_json(rows, made_on))
     else:
-        versions = args.torch or list(matrix.DEFAULT_VERSIONS)
-        rows, made_on = matrix.run_matrix(ws, versions, make_log(), installer=args.installer), None
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_file(saved, matrix.to_json(rows))
-    table = matrix.to_markdown(rows, made_on)
+        rows = matrix.run_matrix(ws, args.torch or list(matrix.DEFAULT_VERSIONS), make_log(), installer=args.installer)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if not args.from_json or args.refresh_compile_stats:  # what this run measured
+        saved = out_dir / "matrix.json"
+        write_file(saved, matrix.to_json(rows, made_on))
+    table, missing = matrix.to_markdown(rows, made_on), matrix.missing_results(rows)
     write_file(out_dir / "matrix.md", table)
-    missing = matrix.missing_results(rows)
-    written = [*([saved] if saved != args.from_json else []), out_dir / "matrix.md"]
-    if args.write_docs and not missing:
-        matrix.update_table_page(args.write_docs, table)
-        written.append(args.write_docs)
-    print(table)
-    print(f"written: {', '.join(str(path) for path in written)}")
-    if missing:
-        page = ""
-        if args.write_docs:
-            page = f"; {args.write_docs} was left as it was (a table is replaced only by a complete one)"
-        print(f"error: matrix incomplete, no result for torch {', '.join(torch for torch, _ in missing)} "
-              f"({'; '.join(f'torch {torch}: {why}' for torch, why in missing)}); the results are saved in "
-              f"{saved}{page}", file=sys.stderr)  # fmt: skip
-        return 2
-    return 0
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except UnicodeDecodeError as exc:
-        raise SeriesError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-
-
-def _check_onto(args: argparse.Namespace, pin: Pin, patches: list[Patch]) -> int:
-    from patchseries.forward import check_onto
-
-    if args.checkout is None:
-        raise SeriesError("check --onto needs --checkout PATH, an upstream clone that has the ref")
-    if not (args.checkout / ".git").exists():
-        raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
-    standings = check_onto(args.checkout.resolve(), args.onto, pin.where, patches)
-    width = max(len(s.patch) for s in standings)
-    for standing in standings:
-        detail = f" ({standing.detail})" if standing.detail else ""
-        print(f"{standing.patch:<{width}}  {standing.status}{detail}")
-    return 1 if any(s.status == "conflicts" for s in standings) else 0
+    page = None if missing else args.write_docs  # a table is replaced only by a complete one
+    if page:
+        matrix.update_table_page(page, table)
+    written = [str(path) for path in (saved, out_dir / "matrix.md", page) if path and path != args.from_json]
+    print(f"{table}\nwritten: {', '.join(written)}")
+    if not missing:
+        return 0
+    kept = f"; {args.write_docs} was left as it was (a table is replaced only by a complete one)"
+    print(f"error: matrix incomplete, no result for torch {', '.join(torch for torch, _ in missing)} "
+          f"({'; '.join(f'torch {torch}: {why}' for torch, why in missing)}); the results are saved in "
+          f"{saved}{kept if args.write_docs else ''}", file=sys.stderr)  # fmt: skip
+    return 2
 
 
 def cmd_status(args: argparse.Namespace, ws: Workspace) -> int:
@@ -494,115 +416,78 @@ def cmd_status(args: argparse.Namespace, ws: Workspace) -> int:
     return 0
 
 
-def _choice(args: argparse.Namespace) -> BaseChoice:
-    from patchseries.job import BaseChoice
+Option = tuple[str, str, dict[str, Any]]  # flags (space-separated), help, add_argument's other settings
+PATH, NAME, FLAG = {"type": path_option}, {"type": name_option}, {"action": "store_true"}
+COMMON: list[Option] = [
+    ("--patches", "the series directory (default: patches/ of the project)", PATH),
+    ("--workdir", f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, else .work/ beside patches/)",
+     PATH),
+]  # fmt: skip
+BASE: list[Option] = [
+    ("--checkout", "use an upstream clone (read-only) as base", {**PATH, "metavar": "PATH"}),
+    ("--git", "clone upstream at the pinned tag as the base", FLAG),
+    ("--force-base", "accept a --checkout that is not at the pinned tag", FLAG),
+]
+INSTALLER: Option = ("--installer", "auto: uv if present", {"choices": ("auto", "uv", "pip"), "default": "auto"})
+PYTEST: Option = ("pytest_args", "extra pytest arguments, after --", {"nargs": "*", "metavar": "-- PYTEST_ARGS"})
+AUTHOR: Option = ("--author", "the From: of every written patch (default: $PATCHSERIES_AUTHOR, else each commit's own "
+                  "author; an @invalid placeholder is refused)", {"metavar": "'NAME <EMAIL>'"})  # fmt: skip
 
-    if args.checkout is not None and args.git:
-        raise SeriesError("--checkout and --git are alternatives; pass one of them")
-    return BaseChoice(checkout=args.checkout, use_git=args.git, force_base=args.force_base)
 
-
-def _default_tree(ws: Workspace) -> Path:
-    """The tree ``edit`` makes on the sdist base: what ``export`` reads unless told another."""
-    from patchseries.apply import EDIT_DIR
-
-    return ws.workdir / EDIT_DIR / f"sdist-{load_pin(ws.pin_file).version}"
-
-
-def _sdist_tree(ws: Workspace, pin: Pin, patches: list[Patch]) -> Path:
-    """The tool's tree on the sdist base, whose branch ``base`` a drift check compares against."""
-    from patchseries.apply import tool_tree
-    from patchseries.base import resolve_source
-
-    ws.workdir.mkdir(parents=True, exist_ok=True)
-    tree, _ = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), make_log())
-    return tree.path
+def _commands() -> list[tuple[str, Any, str, list[Option], dict[str, Any]]]:
+    """Each subcommand: name, handler, its line in the overview, its own options, its parser's other settings."""
+    return [
+        ("fetch", cmd_fetch, "get the pinned base (the tool's tree, as apply)", BASE, {}),
+        ("apply", cmd_apply, "the tool's tree: base + series on branch series", BASE, {}),
+        ("edit", cmd_edit, "make a tree of your own to change the series in (export reads it)", BASE, {}),
+        ("test", cmd_test, "the main job: apply, install, run the series' tests", [
+            *BASE, ("--torch", f"torch release to test with (default {DEFAULT_TORCH})", {"default": DEFAULT_TORCH}),
+            INSTALLER, PYTEST,
+        ], {"prog": _test_prog(), "description": TEST_DESCRIPTION, "epilog": "pytest arguments go after --, e.g. -- -x "
+            f"-k toggle\nenvironment: {WORKDIR_ENV}  the work directory when --workdir is not given"}),
+        ("export", cmd_export, "regenerate patches/ from a branch", [
+            ("--tree", "the repository to export from (default: edit's sdist tree)", PATH),
+            ("--branch", "the branch to export (default: series)", {**NAME, "default": "series"}),
+            ("--drop-missing", "allow dropping hunks for upstream files the tree's base lacks (docs/, upstream tests/ "
+             "on the sdist base)", FLAG),
+            AUTHOR,
+        ], {}),
+        ("check", cmd_check, "drift check, or with --onto: standing against a ref", [
+            ("--onto", "report each patch against REF of --checkout (e.g. master)", {**NAME, "metavar": "REF"}),
+            ("--checkout", "an upstream clone: where --onto's ref is, or, without --onto, whose pinned tag is the base "
+             "of a drift check that covers the hunks for docs/ and upstream tests/ too", {**PATH, "metavar": "PATH"}),
+        ], {}),
+        ("forward", cmd_forward, f"regenerate the forward series ({FORWARD_DIR}/) onto its pinned commit", [
+            ("--checkout", "an upstream clone with the release's tag and the forward series' pinned commit",
+             {**PATH, "metavar": "PATH", "required": True}),
+            ("--to", f"the forward series (default: {FORWARD_DIR}/)", {**PATH, "metavar": "DIR"}),
+            AUTHOR,
+        ], {}),
+        ("status", cmd_status, "list each patch's upstream status trailers", [], {}),
+        ("matrix", cmd_matrix, "the series' tests before/after, per torch version", [
+            ("--torch", "a torch release (repeatable; default: the documented list)", {"action": "append"}),
+            INSTALLER,
+            ("--write-docs --write-readme", "replace the table between the matrix markers of PATH "
+             "(docs/compatibility.md; --write-readme: old name)", {**PATH, "metavar": "PATH", "dest": "write_docs"}),
+            ("--from-json", "render a saved matrix.json instead of running", {**PATH, "metavar": "JSON"}),
+            ("--refresh-compile-stats", "with --from-json: measure the compile statistics again", FLAG),
+        ], {}),
+    ]  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     common = _Parser(add_help=False)
-    common.add_argument("--patches", type=path_option, help="the series directory (default: patches/ of the project)")
-    common.add_argument(
-        "--workdir", type=path_option, help=f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, "
-        "else .work/ beside patches/)",
-    )  # fmt: skip
-
-    base = _Parser(add_help=False)
-    base.add_argument("--checkout", type=path_option, metavar="PATH", help="use an upstream clone (read-only) as base")
-    base.add_argument("--git", action="store_true", help="clone upstream at the pinned tag as the base")
-    base.add_argument("--force-base", action="store_true", help="accept a --checkout that is not at the pinned tag")
-
-    # the usage lines and "see ... --help" are commands a person runs: the interpreter the tool runs under, as every
-    # remedy writes it (paths.tool_command), not a `patchseries` their shell may not have
+    for flags, help_text, settings in COMMON:
+        common.add_argument(*flags.split(), help=help_text, **settings)
+    # the usage lines and "see ... --help" name the interpreter the tool runs under, as every remedy writes it
     parser = _Parser(prog=tool_command(), description=DESCRIPTION, epilog=EPILOG, formatter_class=raw)
     parser.add_argument("--version", action="version", version=f"patchseries {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    fetch = sub.add_parser("fetch", parents=[common, base], help="get the pinned base (the tool's tree, as apply)")
-    fetch.set_defaults(handler=cmd_fetch)
-    apply = sub.add_parser("apply", parents=[common, base], help="the tool's tree: base + series on branch series")
-    apply.set_defaults(handler=cmd_apply)
-    edit = sub.add_parser(
-        "edit", parents=[common, base], help="make a tree of your own to change the series in (export reads it)"
-    )
-    edit.set_defaults(handler=cmd_edit)
-    test = sub.add_parser(
-        "test", parents=[common, base], help="the main job: apply, install, run the series' tests",
-        prog=os.environ.get(PROG_ENV) or tool_command("test"), description=TEST_DESCRIPTION, formatter_class=raw,
-        epilog=f"pytest arguments go after --, e.g. -- -x -k toggle\nenvironment: {WORKDIR_ENV}  the work directory "
-        "when --workdir is not given",
-    )  # fmt: skip
-    test.add_argument("--torch", default=DEFAULT_TORCH, help=f"torch release to test with (default {DEFAULT_TORCH})")
-    test.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto", help="auto: uv if present")
-    test.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments, after --")
-    test.set_defaults(handler=cmd_test)
-    export = sub.add_parser("export", parents=[common], help="regenerate patches/ from a branch")
-    export.add_argument("--tree", type=path_option, help="the repository to export from (default: edit's sdist tree)")
-    export.add_argument("--branch", type=name_option, default="series", help="the branch to export (default: series)")
-    export.add_argument(
-        "--drop-missing", action="store_true", help="allow dropping hunks for upstream files the tree's base lacks "
-        "(docs/, upstream tests/ on the sdist base)",
-    )  # fmt: skip
-    export.add_argument("--author", metavar="'NAME <EMAIL>'", help=AUTHOR_HELP)
-    export.set_defaults(handler=cmd_export)
-    check = sub.add_parser("check", parents=[common], help="drift check, or with --onto: standing against a ref")
-    check.add_argument(
-        "--onto", type=name_option, metavar="REF", help="report each patch against REF of --checkout (e.g. master)"
-    )
-    check.add_argument(
-        "--checkout", type=path_option, metavar="PATH", help="an upstream clone: where --onto's ref is, or, without "
-        "--onto, whose pinned tag is the base of a drift check that covers the hunks for docs/ and upstream tests/ too",
-    )  # fmt: skip
-    check.set_defaults(handler=cmd_check)
-    forward = sub.add_parser(
-        "forward", parents=[common], help=f"regenerate the forward series ({FORWARD_DIR}/) onto its pinned commit"
-    )
-    forward.add_argument(
-        "--checkout", type=path_option, metavar="PATH", required=True, help="an upstream clone with the release's tag "
-        "and the forward series' pinned commit",
-    )  # fmt: skip
-    forward.add_argument("--to", type=path_option, metavar="DIR", help=f"the forward series (default: {FORWARD_DIR}/)")
-    forward.add_argument("--author", metavar="'NAME <EMAIL>'", help=AUTHOR_HELP)
-    forward.set_defaults(handler=cmd_forward)
-    status = sub.add_parser("status", parents=[common], help="list each patch's upstream status trailers")
-    status.set_defaults(handler=cmd_status)
-    matrix = sub.add_parser("matrix", parents=[common], help="the series' tests before/after, per torch version")
-    matrix.add_argument("--torch", action="append", help="a torch release (repeatable; default: the documented list)")
-    matrix.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto")
-    matrix.add_argument(
-        "--write-docs", "--write-readme", dest="write_docs", type=path_option, metavar="PATH",
-        help="replace the table between the matrix markers of PATH (docs/compatibility.md; --write-readme: old name)",
-    )  # fmt: skip
-    matrix.add_argument(
-        "--from-json", type=path_option, metavar="JSON", help="render a saved matrix.json instead of running"
-    )
-    matrix.add_argument(
-        "--refresh-compile-stats", action="store_true", help="with --from-json: measure the compile statistics again"
-    )
-    matrix.set_defaults(handler=cmd_matrix)
-    wheelcli.add_parsers(sub, [common])  # `wheels`, `test-wheels` (src/patchseries/wheelcli.py)
+    for name, handler, summary, options, extra in _commands():
+        command = sub.add_parser(name, parents=[common], help=summary, formatter_class=raw, **extra)
+        for flags, help_text, settings in options:
+            command.add_argument(*flags.split(), help=help_text, **settings)
+        command.set_defaults(handler=handler)
+    wheelcli.add_parsers(sub, [common])  # `wheels`, `test-wheels`
     return parser
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
