@@ -204,7 +204,7 @@ def _one_line(message: str) -> str:
 
 def cmd_fetch(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import pipeline
-    from patchseries.apply import tool_tree
+    from patchseries.trees import tool_tree
 
     pin, patches = pipeline.load(ws)
     source = pipeline.get_source(ws, pin, _choice(args))
@@ -224,7 +224,7 @@ def cmd_apply(args: argparse.Namespace, ws: Workspace) -> int:
 
 def cmd_edit(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import pipeline
-    from patchseries.apply import edit_tree
+    from patchseries.trees import edit_tree
 
     pin, patches = pipeline.load(ws)
     source = pipeline.get_source(ws, pin, _choice(args))
@@ -359,8 +359,8 @@ def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: P
     ``export`` of the person's edit tree: the first there is of the one of ``--checkout``, the sdist's (export's
     default; not for a series that changes files the sdist lacks, which export from it refuses to drop) and
     upstream's tag's (``edit --git``); none there, the first of them is made with ``edit`` first."""
-    from patchseries.apply import EDIT_DIR
     from patchseries.base import checkout_tree_name
+    from patchseries.trees import EDIT_DIR
 
     checkout = ("--checkout", args.checkout.resolve()) if args.checkout is not None else ()  # drift needs one
     if patches_dir != ws.patches:  # the forward series beside the release series of --patches
@@ -497,15 +497,15 @@ def _choice(args: argparse.Namespace) -> BaseChoice:
 
 def _default_tree(ws: Workspace) -> Path:
     """The tree ``edit`` makes on the sdist base: what ``export`` reads unless told another."""
-    from patchseries.apply import EDIT_DIR
+    from patchseries.trees import EDIT_DIR
 
     return ws.workdir / EDIT_DIR / f"sdist-{load_pin(ws.pin_file).version}"
 
 
 def _sdist_tree(ws: Workspace, pin: Pin, patches: list[Patch]) -> Path:
     """The tool's tree on the sdist base, whose branch ``base`` a drift check compares against."""
-    from patchseries.apply import tool_tree
     from patchseries.base import resolve_source
+    from patchseries.trees import tool_tree
 
     ws.workdir.mkdir(parents=True, exist_ok=True)
     tree, _ = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), make_log())

@@ -22,7 +22,6 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, out
@@ -31,7 +30,7 @@ from patchseries.onto import already_upstream, upstream_patch_ids
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
 from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path
-from patchseries.trees import refuse_operation_in_progress
+from patchseries.trees import abort_am, failed_files, refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 _INDEX = re.compile(r"^index [0-9a-f]+\.\.([0-9a-f]+)")

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, git, out, patch_id_of_file, patch_ids
 from patchseries.series import Patch, keep_cr
+from patchseries.trees import abort_am, failed_files
 
 _CHANGELOGS = "--exclude=*CHANGELOG.md"
 

@@ -1,14 +1,10 @@
-"""The tool's trees: built fresh for one base and one series, reused or replaced only while exactly as built.
+"""The tool's trees (``<workdir>/trees/<base>``) and the person's edit trees (``<workdir>/edit/<base>``).
 
-A tree under ``<workdir>/trees/`` is the tool's while it is exactly what the tool built, which the tool can show: the
-record it wrote into the tree's ``.git`` last, in one rename (:class:`Record`: the base's source and commit, the series'
-fingerprint and the head it made), still matches the tree: a real ``.git`` directory, exactly the refs ``base`` and
-``series`` at the recorded commits, ``HEAD`` on ``series``, no commit only in a reflog, no uncommitted file, no
-operation in progress, no linked worktree but the tool's own. Such a tree is reused for the same base and series and
-otherwise replaced by a fresh one (:func:`replace_tree`). Anything else (a person's edit or commit, another branch, a
-stash, a moved or unreadable ``.git``, a folder without a record) is left exactly as it is, and the run stops with one
-line that names it (:func:`changes_since_built`). Nothing is ever force-checked-out, renamed, reset or deleted in a tree
-the tool cannot show it made unchanged.
+Every tree is built in a fresh folder of the run's scratch space (``<workdir>/tmp``, which each run empties): the base,
+the series applied with ``git am`` on branch ``series``, its records last; then one rename puts it in place. A failure
+or a kill leaves only scratch. A tree under ``trees/`` is the tool's while its record still describes it
+(:func:`changes_since_built`): reused for the same base and series, else replaced. Anything else there is left as it
+is, and the run stops with one line. An edit tree is made once and never written again.
 """
 
 from __future__ import annotations
@@ -16,26 +12,34 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
-from patchseries import gitcmd, scratch
+from patchseries import gitcmd
 from patchseries.atomic import write_file
+from patchseries.base import BASE_REF, BaseSource, BaseTree, build_base, kept_download, resolve_source
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import git, git_path, hidden_files, uncommitted_files
+from patchseries.gitcmd import TOOL_IDENTITY, failure_cause, git, git_path, has_path, out
 from patchseries.interrupts import stage
-from patchseries.paths import kept_path, partial_path, shell
+from patchseries.paths import Workspace, kept_path, remove, shell
+from patchseries.pin import Pin
+from patchseries.progress import Log
+from patchseries.series import Patch, dropped_hunks, fingerprint, keep_cr
 
-RECORD = "patchseries-tree"  # in the tree's .git directory
-BASE_RECORD = "patchseries-base"  # in the .git directory of every tree the tool makes (BaseRecord)
-FILES = "patchseries-files"  # in each worktree's git directory: the untracked files the tool's runs made (digests)
-_OLD_RECORD = "patchseries-applied"  # what versions before the disposable trees wrote: "<fingerprint> <base> <head>"
-BASE_BRANCH = "base"
-BASE_REF = f"refs/heads/{BASE_BRANCH}"  # never a tag or remote ref of the same name
-SERIES_REF = "refs/heads/series"
-# what `git status` cannot show but a person may be in the middle of: what it is, how to finish it, how to abort it
+RECORD = "patchseries-tree"  # in a tool's tree's .git: Record
+BASE_RECORD = "patchseries-base"  # in the .git of every tree the tool makes: BaseRecord
+FILES = "patchseries-files"  # in a tool's tree's .git: the untracked files its runs made, with their digests
+SERIES_BRANCH = "series"
+SERIES_REF = f"refs/heads/{SERIES_BRANCH}"
+EDIT_DIR = "edit"  # <workdir>/edit/<base>: trees made for a person to change the series in
+# what `git status` does not show but a person may be in the middle of: what it is, how to finish it, how to abort it
 _IN_PROGRESS = {
     "rebase-merge": ("a git rebase", "git rebase --continue", "git rebase --abort"),
     "rebase-apply": ("a git am or git rebase", "git am/rebase --continue", "git am/rebase --abort"),
@@ -44,263 +48,235 @@ _IN_PROGRESS = {
     "REVERT_HEAD": ("a git revert", "git revert --continue", "git revert --abort"),
     "BISECT_LOG": ("a git bisect", "git bisect reset", "git bisect reset"),
 }
-# linked worktrees the tool makes beside a tree (its base checked out, for upstream's gates and the matrix)
-TOOL_WORKTREE_SUFFIXES = ("base", "before-series")
+_FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
+_MODE_CHANGE = re.compile(r"(?m)^ mode change \d{6} => (\d{6}) (.+)$")  # `git apply --summary`
 
 
 @dataclass(frozen=True)
 class Record:
-    """What the tool built in a tree."""
+    """What the tool built in a tree of its own."""
 
-    source: str  # where the base came from: "sdist <sha256>", "checkout <path> <commit>", "git <url> <ref>"
-    fingerprint: str  # of the series' patch files (patchseries.series.fingerprint)
+    source: str  # BaseSource.key: "sdist <sha256>", "checkout <path> <commit>", "git <url> <ref>"
+    fingerprint: str  # of the series' patch files
     base: str  # commit of branch base
     head: str  # commit of branch series, as applied
-
-    def write(self, tree: Path) -> None:
-        write_file(tree / ".git" / RECORD, json.dumps(asdict(self), sort_keys=True) + "\n")
 
 
 @dataclass(frozen=True)
 class BaseRecord:
-    """What the tool made a tree for (a person's, by ``edit``, or its own): the pin's base
-    (:attr:`patchseries.pin.Pin.identity`) and the series folder, so that ``export`` writes the tree only into a
-    series of that base."""
+    """What the tool made a tree for (an edit tree or its own): the pin's base and the series folder, so that
+    ``export`` writes the tree only into a series of that base."""
 
     base: str
     patches: str
 
-    def write(self, tree: Path) -> None:
-        write_file(tree / ".git" / BASE_RECORD, json.dumps(asdict(self), sort_keys=True) + "\n")
-
     @staticmethod
     def read(repo: Path) -> BaseRecord | None:
         try:
-            common = Path(git("rev-parse", "--git-common-dir", cwd=repo).stdout.strip())
-            fields = json.loads(
-                ((common if common.is_absolute() else repo / common) / BASE_RECORD).read_bytes().decode()
-            )
+            common = Path(out("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo))
+            fields = _read_json(common / BASE_RECORD)
             return BaseRecord(str(fields["base"]), str(fields["patches"]))
-        except (OSError, ValueError, KeyError, TypeError, SeriesError):
+        except (KeyError, TypeError, SeriesError):
             return None
 
 
-def read_record(tree: Path) -> Record | None:
-    """The record of ``tree``, or None when it has none that this version can read.
+@dataclass
+class ApplyResult:
+    """What :func:`tool_tree` did."""
 
-    A tree made by an earlier version has the old record, without the source: unchanged, it is replaced once.
-    """
-    path = tree / ".git" / RECORD
+    tree: Path
+    head: str
+    applied: list[str] = field(default_factory=list)
+    already_present: list[str] = field(default_factory=list)
+    excluded: dict[str, list[str]] = field(default_factory=dict)
+    reused: bool = False
+    where: str = f"branch {SERIES_BRANCH}"
+
+
+def _read_json(path: Path) -> Any:
     try:
-        fields = json.loads(path.read_bytes().decode())
-        return Record(**{key: str(fields[key]) for key in ("source", "fingerprint", "base", "head")})
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    try:
-        old = (tree / ".git" / _OLD_RECORD).read_bytes().decode().split()
+        return json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    return Record("", old[0], old[1], old[2]) if len(old) == 3 else None
+
+
+def _write_json(repo: Path, name: str, value: object) -> None:
+    write_file(repo / ".git" / name, json.dumps(value, sort_keys=True) + "\n")
+
+
+def read_record(tree: Path) -> Record | None:
+    """The record of ``tree``, or None when it has none that is readable."""
+    fields = _read_json(tree / ".git" / RECORD)
+    try:
+        return Record(**{name: str(fields[name]) for name in ("source", "fingerprint", "base", "head")})
+    except (KeyError, TypeError):
+        return None
+
+
+def tool_tree(
+    ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log
+) -> tuple[BaseTree, ApplyResult]:
+    """The tool's tree of ``source`` with ``patches`` applied on branch ``series``: reused, replaced or made."""
+    tree = ws.trees / source.tree_name
+    if source.kind == "sdist":  # the kept download is checked on every run, also when the tree is reused
+        kept_download(ws, pin)
+    if tree.exists() or tree.is_symlink():
+        why = changes_since_built(tree)
+        if why is not None:
+            kept = kept_path(tree)
+            raise SeriesError(
+                f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it "
+                f"away ({shell('mv', tree, kept)}), and {_commits_remedy(ws, pin, patches, source, kept)}, and re-run; "
+                "nothing was changed"
+            )
+        record = read_record(tree)
+        assert record is not None  # changes_since_built checked it
+        if (record.source, record.fingerprint) == (source.key, fingerprint(patches)):
+            log(f"series already applied on {tree} (branch {SERIES_BRANCH}); reusing it")
+            return BaseTree(tree, source.kind), ApplyResult(tree=tree, head=record.head, reused=True)
+        log(f"{tree} holds another base or series, unchanged since the tool built it: building a fresh one")
+    return BaseTree(tree, source.kind), _build(ws, pin, patches, source, tree, log, own=True)
+
+
+def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log) -> Path:
+    """A new tree for a person to change the series in: base + series on branch ``series``; an existing one is
+    refused, as the tool never writes it again (``export`` only reads it)."""
+    tree = ws.workdir / EDIT_DIR / source.tree_name
+    if tree.exists() or tree.is_symlink():
+        raise SeriesError(
+            f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it "
+            f"({ws.command('export', '--tree', tree)}), or move it away ({shell('mv', tree, kept_path(tree))}) to make "
+            "a fresh one"
+        )
+    _build(ws, pin, patches, source, tree, log, own=False)
+    log(f"made {tree}: branch {SERIES_BRANCH} is the series on branch base; change it there (git rebase -i base), "
+        "then export it")  # fmt: skip
+    return tree
+
+
+def _build(
+    ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tree: Path, log: Log, own: bool
+) -> ApplyResult:
+    """Build base and series in a fresh scratch folder, then rename it to ``tree``; a tree there (the tool's,
+    unchanged) goes back in place if that rename is interrupted, and otherwise with the scratch folder."""
+    ws.scratch.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=ws.scratch, prefix=f"{tree.name}-"))
+    try:
+        base = build_base(ws, pin, source, work, log)
+        result = apply_series(base, patches, pin, log)
+        _write_json(base.path, BASE_RECORD, asdict(BaseRecord(pin.identity, str(ws.patches))))
+        if own:
+            _write_json(
+                base.path, RECORD, asdict(Record(source.key, fingerprint(patches), base.base_commit, result.head))
+            )
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        old = tree.exists() or tree.is_symlink()
+        if old:
+            tree.rename(work / "old")
+        try:
+            stage("replace-between-renames")
+            base.path.rename(tree)
+        except BaseException:
+            if old and not tree.exists():
+                (work / "old").rename(tree)
+            raise
+    except OSError as exc:  # a full disk names no file: the tree it was building is the path to check
+        if exc.filename is None and not isinstance(exc, shutil.Error):
+            raise OSError(exc.errno, exc.strerror or str(exc), str(tree)) from exc
+        raise
+    finally:
+        stage("scratch-remove")
+        shutil.rmtree(work, ignore_errors=True)  # what is left, the next run's scratch clean-up removes
+    result.tree = tree
+    return result
 
 
 def changes_since_built(tree: Path) -> str | None:
-    """None when ``tree`` is exactly what the tool built (see the module's docstring); else what differs, in words."""
-    if tree.is_symlink() or not tree.is_dir():
-        return "it is not a folder the tool made"
-    dot_git = tree / ".git"
-    if dot_git.is_symlink() or not dot_git.is_dir():
-        return "its .git is missing or is not a directory"
+    """None when ``tree`` is as the tool built it; else, in words, what is not: no readable record, an operation in
+    progress, refs other than the recorded ``base`` and ``series`` (a commit, a branch, a tag, a stash), ``HEAD`` not
+    on ``series``, a linked worktree, or an uncommitted file the tool's runs did not make."""
     record = read_record(tree)
     if record is None:
         return f"it has no readable record of what the tool built (.git/{RECORD})"
+    refs = git("for-each-ref", "--format=%(refname) %(objectname)", cwd=tree, check=False)
+    if refs.returncode != 0:
+        return "git cannot read it"
     try:
         refuse_operation_in_progress(tree)
     except SeriesError as exc:
         return str(exc).split(";")[0]
-    refs = git("for-each-ref", "--format=%(refname) %(objectname)", cwd=tree, check=False)
-    if refs.returncode != 0:
-        return "git cannot read it"
-    found = dict(line.split(" ", 1) for line in refs.stdout.splitlines() if " " in line)
+    found = dict(line.split(" ", 1) for line in refs.stdout.splitlines())
     expected = {BASE_REF: record.base, SERIES_REF: record.head}
     if found != expected:
-        differing = sorted(ref for ref in found.keys() | expected.keys() if found.get(ref) != expected.get(ref))
-        return f"its refs changed ({', '.join(differing)})"
+        changed = sorted(ref for ref in found.keys() | expected.keys() if found.get(ref) != expected.get(ref))
+        return f"its refs changed ({', '.join(changed)})"
     head = git("symbolic-ref", "--quiet", "HEAD", cwd=tree, check=False).stdout.strip()
     if head != SERIES_REF:
         return f"HEAD is {head or 'detached'}, not {SERIES_REF}"
-    try:  # the person's global gitignore is not the tool's: a file of theirs it hides would go with the tree
-        edited = uncommitted_files(tree, own_ignores_only=True)
-    except SeriesError:
-        return "git cannot read its work tree"
-    if edited:
-        shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
-        return f"{len(edited)} uncommitted file{'s' if len(edited) > 1 else ''} ({shown})"
-    hidden = hidden_files(tree)  # the tool marks none; an edit to one is invisible to `git status`
-    if hidden:
-        shown = ", ".join(hidden[:3]) + (", ..." if len(hidden) > 3 else "")
-        return f"{len(hidden)} file{'s' if len(hidden) > 1 else ''} marked assume-unchanged or skip-worktree ({shown})"
-    linked = linked_worktrees(tree)
-    others = [path for path in linked if path not in tool_worktrees(tree)]
-    if others:
-        return f"a linked worktree, {others[0]}"
-    for worktree in [tree, *linked]:
-        unrecorded = unrecorded_files(worktree)
-        if unrecorded:
-            shown = ", ".join(unrecorded[:3]) + (", ..." if len(unrecorded) > 3 else "")
-            where = "" if worktree == tree else f" in its worktree {worktree}"
-            return f"{len(unrecorded)} file{'s' if len(unrecorded) > 1 else ''}{where} the tool did not make ({shown})"
-    edited_worktrees = [path for path in linked if uncommitted_files(path)]
-    if edited_worktrees:
-        return f"its worktree {edited_worktrees[0]} has uncommitted files"
-    moved = [path for path in linked if worktree_moved(tree, path)]
-    if moved:
-        return f"its worktree {moved[0]} is not detached at branch base (a commit or checkout of yours?)"
-    # a commit of a person's that a reset or a checkout left behind is theirs still, in the reflogs of every worktree
-    reflogged = git("rev-list", "--reflog", "--not", BASE_REF, SERIES_REF, cwd=tree, check=False).stdout.split()
-    if reflogged:
-        return f"{len(reflogged)} commit(s) only in its reflog ({reflogged[0][:12]}: yours, reset or checked out away?)"
+    linked = [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]
+    if linked:
+        return f"a linked worktree, {linked[0]}"
+    recorded = _read_json(tree / ".git" / FILES) or {}
+    added = [name for name, digest in _untracked(tree).items() if recorded.get(name) != digest]
+    # the person's global gitignore is not the tool's; an edit to a file marked assume-unchanged is not in `git status`
+    files = sorted({*gitcmd.uncommitted_files(tree, own_ignores_only=True), *gitcmd.hidden_files(tree), *added})
+    if files:
+        shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+        return f"{len(files)} uncommitted file{'s' * (len(files) > 1)} ({shown})"
     return None
 
 
-def worktree_moved(tree: Path, worktree: Path) -> bool:
-    """Whether a worktree the tool made beside ``tree`` (detached at branch ``base``) has moved: a commit made there,
-    or a checkout, which removing the worktree would lose."""
-    head = git("rev-parse", "--verify", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
-    base = git("rev-parse", "--verify", "--quiet", BASE_REF, cwd=tree, check=False).stdout.strip()
-    on_branch = git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).returncode == 0
-    return on_branch or not head or head != base
-
-
-def unrecorded_files(worktree: Path) -> list[str]:
-    """The untracked files of ``worktree``, ignored ones included, that the tool's runs did not make: not in the list
-    :func:`record_files` wrote, or changed since. A build artifact's name (``build/``, ``.coverage*``) says nothing of
-    who made the file (a person's ``build/`` must not go with the tree); the list does."""
-    recorded_at = git_path(worktree, FILES)
-    try:
-        recorded = json.loads(recorded_at.read_bytes().decode()) if recorded_at.is_file() else {}
-    except ValueError:
-        recorded = {}
-    return [name for name, digest in _untracked_files(worktree).items() if recorded.get(name) != digest]
-
-
-def record_files(tree: Path) -> None:
-    """Record the untracked files of ``tree`` and its worktrees (the acceptance suite's copies, the harness, what
-    installing and testing made) as the tool's: called when a run that found the tree as built is done writing it."""
-    for worktree in gitcmd.worktrees(tree):
-        write_file(git_path(worktree, FILES), json.dumps(_untracked_files(worktree), sort_keys=True) + "\n")
-
-
-@contextmanager
-def recording(tree: Path) -> Iterator[None]:
-    """Around the stages that write into the tool's ``tree``: what they made is recorded however they end."""
-    try:
-        yield
-    finally:
-        record_files(tree)
-
-
-def _untracked_files(worktree: Path) -> dict[str, str]:
-    """Every untracked file (ignored ones included) with a digest of its content; a folder git lists as one entry
-    (a nested repository) or a link by what it is."""
-    names = git("ls-files", "--others", "-z", cwd=worktree).stdout.split("\0")
-    return {name: _digest(worktree / name) for name in names if name}
+def _untracked(tree: Path) -> dict[str, str]:
+    """Every untracked file, ignored ones included, with a digest of its content (a link: its target)."""
+    found = {}
+    for name in filter(None, git("ls-files", "--others", "-z", cwd=tree).stdout.split("\0")):
+        path = tree / name
+        found[name] = f"-> {os.readlink(path)}" if path.is_symlink() else _digest(path)
+    return found
 
 
 def _digest(path: Path) -> str:
-    if path.is_symlink():
-        return f"link {os.readlink(path)}"
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return "unreadable"
 
 
-def refuse_unless_built(tree: Path, why: str, export: Callable[[Path], str] | None = None) -> None:
-    """Stop, naming ``tree`` and ``why`` it is not the tool's to reuse or replace, and where to move it
-    (:func:`patchseries.paths.kept_path`, a free name); ``export``: what to do with the commits of the tree moved
-    there (its commands with the run's own options), when it may hold commits."""
-    kept = kept_path(tree)  # once: the export must read the folder the move makes
-    then = f", and {export(kept)}" if export is not None else ""
-    raise SeriesError(
-        f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it away "
-        f"({shell('mv', tree, kept)}){then}, and re-run; nothing was changed"
-    )
-
-
-def linked_worktrees(tree: Path) -> list[Path]:
-    """The linked worktrees of ``tree``'s repository (not ``tree`` itself)."""
-    return [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]
-
-
-def tool_worktrees(tree: Path) -> list[Path]:
-    """Where the tool checks out a tree's base beside it (see :func:`patchseries.base.base_worktree`)."""
-    return [tree.with_name(f"{tree.name}-{suffix}").resolve() for suffix in TOOL_WORKTREE_SUFFIXES]
-
-
-def replace_tree(tree: Path, built: Path) -> None:
-    """Put the freshly built ``built`` at ``tree``, whose old content (if any) was shown to be the tool's unchanged.
-
-    The tool's worktrees of the old tree go first, each only while clean. An interrupt between the renames puts the old
-    tree back; a SIGKILL there leaves it under ``<tree>.old`` (claimed as that very folder) and no tree: the next run
-    removes it and builds afresh.
-    """
-    if tree.exists() or tree.is_symlink():
-        for worktree in tool_worktrees(tree):
-            remove_tool_worktree(tree, worktree)
-    old = tree.with_name(tree.name + ".old")
-    moved = False
+@contextmanager
+def recording(tree: Path) -> Iterator[None]:
+    """Around the stages that write into the tool's ``tree``: the untracked files there when they end, however they
+    end, are the tool's (a person's ``build/`` or edited acceptance copy, made since, is not)."""
     try:
-        if tree.exists() or tree.is_symlink():
-            scratch.claim(old, moving_here=tree)
-            tree.rename(old)
-            moved = True
-        stage("replace-between-renames")
-        scratch.move_out(built, tree)
-    except BaseException:  # an interrupt (or a failure) between the renames: the old tree goes back in place
-        if moved and old.exists() and not (tree.exists() or tree.is_symlink()):
-            old.rename(tree)
-        scratch.release(old)
-        raise
-    if moved:  # only what this run moved there: a person's folder at <tree>.old, with no tree before, is theirs
-        scratch.remove(old)
+        yield
+    finally:
+        _write_json(tree, FILES, _untracked(tree))
 
 
-def remove_tool_worktree(tree: Path, worktree: Path) -> None:
-    """Remove one of the tool's worktrees of ``tree``: refused if it has uncommitted files (a person's edits)."""
-    git("worktree", "prune", cwd=tree, check=False)  # forgets worktrees whose folder is gone
-    if not (worktree.exists() or worktree.is_symlink()):
-        return
-    if worktree.is_symlink() or worktree.resolve() not in linked_worktrees(tree):
-        refuse_unless_built(worktree, f"it is not a worktree of {tree}")
-    if uncommitted_files(worktree):
-        refuse_unless_built(worktree, "it has uncommitted files")
-    if worktree_moved(tree, worktree):
-        refuse_unless_built(worktree, "it is not detached at branch base (a commit or checkout of yours?)")
-    git("worktree", "remove", "--force", worktree, cwd=tree)
-
-
-def building_path(tree: Path) -> Path:
-    """Where a tree is built before it is renamed into place (after :func:`remove_leftovers`), claimed."""
-    remove_leftovers(tree)
-    return scratch.claim(partial_path(tree))
-
-
-def remove_leftovers(tree: Path) -> None:
-    """What a SIGKILLed run can leave beside ``tree`` under the tool's names (the half-built tree, the sdist unpacked
-    beside it, an old tree between two renames): removed at the start of every run on ``tree`` (see
-    :mod:`patchseries.scratch`: only what the tool claimed)."""
-    building = partial_path(tree)
-    for leftover in (building, unpack_path(building)):
-        scratch.remove_leftover(leftover)
-    old = tree.with_name(tree.name + ".old")
-    # the old tree of a killed replace is removed only while still as built: a commit made in it since is kept
-    if not (old.exists() or old.is_symlink()) or changes_since_built(old) is None:
-        scratch.remove_leftover(old)
-
-
-def unpack_path(building: Path) -> Path:
-    """Where the sdist is unpacked before it becomes ``building``."""
-    return building.with_name(building.name + ".unpack")
+def _commits_remedy(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, kept: Path) -> str:
+    """What to do with the commits of the refused ``tree`` once moved to ``kept``: export them from there; or, where
+    its base lacks files the series changes (the sdist: docs/, tests/), which export refuses to drop, carry the
+    commits on top of the applied series onto an edit tree of upstream's tag and export from there."""
+    export = f"export your commits from there ({ws.command('export', '--tree', kept)})"
+    tree = ws.trees / source.tree_name
+    if source.kind != "sdist" or not dropped_hunks(tree, BASE_REF, patches, pin.sdist_lacks):
+        return export
+    upstream = ws.workdir / EDIT_DIR / resolve_source(ws, pin, None, True, False).tree_name  # what `edit --git` makes
+    edit = ws.command("edit", "--git")
+    record = read_record(tree)
+    head = record.head if record is not None else ""
+    tip = git("rev-parse", "--verify", "--quiet", SERIES_REF, cwd=tree, check=False).stdout.strip()
+    lacking = "the sdist it is built on lacks files the series changes"
+    ancestor = git("merge-base", "--is-ancestor", head or tip, tip or head, cwd=tree, check=False).returncode == 0
+    if not (head and tip and head != tip and ancestor):  # no commits on top of the applied series to carry
+        return f"export your commits from an edit tree of upstream's tag ({edit}), as {lacking}"
+    steps = [
+        *([shell("mv", upstream, kept_path(upstream))] if upstream.exists() or upstream.is_symlink() else []),
+        edit,
+        shell("git", "-C", upstream, "fetch", kept, SERIES_REF),
+        shell("git", "-C", upstream, "cherry-pick", f"{head[:12]}..FETCH_HEAD"),
+        ws.command("export", "--tree", upstream),
+    ]
+    return f"carry your commits onto upstream's tag to export them, as {lacking} ({' && '.join(steps)})"
 
 
 def refuse_operation_in_progress(repo: Path) -> None:
@@ -311,3 +287,73 @@ def refuse_operation_in_progress(repo: Path) -> None:
                 raise SeriesError(
                     f"{what} is in progress in {worktree}; finish it ({finish}) or abort it ({abort}), then re-run"
                 )
+
+
+def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> ApplyResult:
+    """Apply ``patches`` on branch ``series`` of the fresh repository ``base``; raise if one does not apply."""
+    repo = base.path
+    result = ApplyResult(tree=repo, head="")
+    git("checkout", "--quiet", "-b", SERIES_BRANCH, BASE_REF, cwd=repo)
+    for patch in patches:
+        excludes = excluded_paths(base, patch, pin)
+        if excludes:
+            result.excluded[patch.name] = excludes
+            log(f"{patch.name}: excluding {', '.join(excludes)} (not shipped in the {base.source} base)")
+        if len(excludes) == len(patch.changes):
+            continue
+        options = [f"--exclude={path}" for path in excludes]
+        if _already_present(repo, patch, options):
+            log(f"{patch.name}: already present in the base, skipped")
+            result.already_present.append(patch.name)
+            continue
+        # no hooks: a person's global core.hooksPath must not veto or rewrite the tool's commits
+        proc = git(
+            "-c", "core.hooksPath=/dev/null", "am", "--3way", "--committer-date-is-author-date", *keep_cr(patch.path),
+            *options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            where = ", ".join(failed_files(repo, proc)) or failure_cause(proc).rstrip(".")
+            raise SeriesError(f"{patch.name} does not apply: {where}; nothing was applied and no tree was changed")
+        result.applied.append(patch.name)
+        log(f"applied {patch.name}")
+    result.head = out("rev-parse", "HEAD", cwd=repo)
+    return result
+
+
+def _already_present(repo: Path, patch: Patch, options: list[str]) -> bool:
+    """Whether the base has ``patch`` already: its reverse applies and each file mode it sets is the base's (which
+    ``git apply --check --reverse`` does not compare)."""
+    if git("apply", "--check", "--reverse", *options, patch.path, cwd=repo, check=False).returncode != 0:
+        return False
+    modes = _MODE_CHANGE.findall(out("apply", "--summary", *options, patch.path, cwd=repo))
+    return all(out("ls-tree", "HEAD", "--", path, cwd=repo).split(" ")[0] == mode for mode, path in modes)
+
+
+def excluded_paths(base: BaseTree, patch: Patch, pin: Pin) -> list[str]:
+    """Paths a patch modifies that the sdist base does not ship (upstream docs and tests), checked at ``HEAD``: a
+    file an earlier patch of the series added is not excluded."""
+    if base.source != "sdist":
+        return []
+    return [
+        path for path in patch.touched_existing if path.startswith(pin.sdist_lacks) and not has_path(base.path, path)
+    ]
+
+
+def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The files a failed ``git am`` names: unmerged after a three-way merge, or reported by ``git apply``."""
+    unmerged = out("diff", "--name-only", "--diff-filter=U", cwd=repo).splitlines()
+    reported = {m.group(1) for m in _FAILED_FILE.finditer(proc.stdout + proc.stderr) if "/" in m.group(1)}
+    return sorted(set(unmerged) | reported)
+
+
+def abort_am(repo: Path) -> None:
+    """Abort a stopped ``git am`` in a scratch clone of the tool's, back to a clean tree at the commit before the
+    patch; where ``git am --abort`` fails (an object missing), its state is dropped and the tree reset."""
+    git("am", "--abort", cwd=repo, env=TOOL_IDENTITY, check=False)
+    state = git_path(repo, "rebase-apply")
+    if state.exists():
+        git("am", "--quit", cwd=repo, env=TOOL_IDENTITY, check=False)
+        remove(state)
+        reset = git("reset", "--quiet", "--hard", cwd=repo, env=TOOL_IDENTITY, check=False)
+        if reset.returncode != 0:
+            raise SeriesError(f"cannot undo a failed git am in the scratch clone {repo}: {failure_cause(reset)}")
