@@ -7,14 +7,13 @@ import json
 import pytest
 
 from conftest import change_patches, commit, git, one_error, snapshot
-from patchseries.base import BaseTree, resolve_source
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
 from patchseries.harness import series_test_files, write_harness
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
 from patchseries.series import read_series
-from patchseries.trees import SERIES_BRANCH, apply_series, tool_tree
+from patchseries.trees import SERIES_BRANCH, BaseTree, apply_series, resolve_source, tool_tree
 
 
 def _apply(synthetic, log=quiet, ws=None):

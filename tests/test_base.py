@@ -191,7 +191,7 @@ def _unpacking_fills_the_disk(monkeypatch):
         (dest / "half-unpacked").write_text("x")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("patchseries.base.safe_extract", full_disk)
+    monkeypatch.setattr("patchseries.trees.safe_extract", full_disk)
     return ""
 
 
@@ -221,7 +221,7 @@ def test_a_failure_while_committing_the_base_leaves_no_partial_tree(tmp_path, mo
     def no_space(path, pin):
         raise SeriesError("git commit --quiet --no-verify failed: fatal: unable to write new index file")
 
-    monkeypatch.setattr("patchseries.base._init_fixed_commit", no_space)
+    monkeypatch.setattr("patchseries.trees._init_fixed_commit", no_space)
 
     with pytest.raises(SeriesError, match="unable to write new index file"):
         make_base(ws, load_pin(ws.pin_file))

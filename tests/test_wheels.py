@@ -33,7 +33,6 @@ from conftest import (
     shell,
     write_pin,
 )
-from patchseries.base import resolve_source, safe_extract
 from patchseries.environment import find_uv
 from patchseries.export import export_series
 from patchseries.paths import PROJECT_ROOT, Workspace
@@ -41,7 +40,7 @@ from patchseries.pin import load_pin
 from patchseries.progress import quiet
 from patchseries.series import fingerprint, read_series
 from patchseries.standalone import load_wheel_pin, map_patch, replace_imports
-from patchseries.trees import edit_tree
+from patchseries.trees import edit_tree, resolve_source, safe_extract
 from patchseries.wheeldist import RECORD_NAME, STAGING
 from patchseries.wheeltest import check_installed, patched_lines
 

@@ -359,8 +359,7 @@ def _reexport(args: argparse.Namespace, ws: Workspace, patches_dir: Path, pin: P
     ``export`` of the person's edit tree: the first there is of the one of ``--checkout``, the sdist's (export's
     default; not for a series that changes files the sdist lacks, which export from it refuses to drop) and
     upstream's tag's (``edit --git``); none there, the first of them is made with ``edit`` first."""
-    from patchseries.base import checkout_tree_name
-    from patchseries.trees import EDIT_DIR
+    from patchseries.trees import EDIT_DIR, checkout_tree_name
 
     checkout = ("--checkout", args.checkout.resolve()) if args.checkout is not None else ()  # drift needs one
     if patches_dir != ws.patches:  # the forward series beside the release series of --patches
@@ -504,8 +503,7 @@ def _default_tree(ws: Workspace) -> Path:
 
 def _sdist_tree(ws: Workspace, pin: Pin, patches: list[Patch]) -> Path:
     """The tool's tree on the sdist base, whose branch ``base`` a drift check compares against."""
-    from patchseries.base import resolve_source
-    from patchseries.trees import tool_tree
+    from patchseries.trees import resolve_source, tool_tree
 
     ws.workdir.mkdir(parents=True, exist_ok=True)
     tree, _ = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), make_log())

@@ -15,11 +15,11 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from patchseries.base import BASE_REF, base_worktree
 from patchseries.environment import Environment
 from patchseries.gitcmd import out
 from patchseries.paths import Workspace
 from patchseries.progress import Log
+from patchseries.trees import BASE_REF, base_worktree
 from patchseries.upstream import Comparison
 
 # Sphinx and the extensions the pages' directives need, in the releases upstream's requirements/docs.txt allows.

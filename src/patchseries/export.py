@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries.atomic import commit_rewrite, discard_uncommitted, start_rewrite
-from patchseries.base import BASE_REF
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files, worktrees
 from patchseries.interrupts import stage
@@ -28,7 +27,7 @@ from patchseries.series import (
     read_series,
     section_path,
 )
-from patchseries.trees import BaseRecord, refuse_operation_in_progress
+from patchseries.trees import BASE_REF, BaseRecord, refuse_operation_in_progress
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (

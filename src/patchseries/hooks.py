@@ -33,12 +33,12 @@ from typing import Any
 import yaml
 from identify.identify import tags_from_path
 
-from patchseries.base import BASE_REF
 from patchseries.environment import build_venv, find_uv, is_ready
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
 from patchseries.paths import Workspace
 from patchseries.progress import Log
+from patchseries.trees import BASE_REF
 from patchseries.upstream import Comparison
 
 CONFIG = ".pre-commit-config.yaml"

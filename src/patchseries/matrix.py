@@ -20,7 +20,6 @@ from typing import Any
 
 from patchseries import acceptance, changed_lines
 from patchseries.atomic import write_file
-from patchseries.base import BASE_REF, base_worktree
 from patchseries.environment import Environment, ensure_environment
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import add_excludes, git
@@ -29,7 +28,7 @@ from patchseries.paths import PROJECT_ROOT, Workspace, project_root
 from patchseries.pipeline import BaseChoice, Prepared, prepare
 from patchseries.progress import Log
 from patchseries.testrun import changed_source_files, junit_cases, run_tests
-from patchseries.trees import recording
+from patchseries.trees import BASE_REF, base_worktree, recording
 from patchseries.wheels import TORCH_NEWEST_PATCH
 
 # the newest patch release of every minor release Lightning 2.6.6 supports (PyPI, checked when a release was added):

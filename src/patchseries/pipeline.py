@@ -7,7 +7,6 @@ from pathlib import Path
 
 from patchseries import acceptance
 from patchseries.acceptance import Installed
-from patchseries.base import BASE_REF, BaseSource, BaseTree, resolve_source
 from patchseries.changed_lines import ChangedLines, measure_tree
 from patchseries.docs import DOCS_REQUIREMENTS, changed_pages, run_docs_gate
 from patchseries.environment import ensure_environment
@@ -18,7 +17,7 @@ from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
 from patchseries.series import Patch, read_series
 from patchseries.testrun import TestOutcome, changed_source_files, run_tests
-from patchseries.trees import ApplyResult, recording, tool_tree
+from patchseries.trees import BASE_REF, ApplyResult, BaseSource, BaseTree, recording, resolve_source, tool_tree
 from patchseries.upstream import Comparison, requirement_args, run_static_gates, run_upstream_tests
 
 

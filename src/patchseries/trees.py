@@ -1,11 +1,6 @@
-"""The tool's trees (``<workdir>/trees/<base>``) and the person's edit trees (``<workdir>/edit/<base>``).
-
-Every tree is built in a fresh folder of the run's scratch space (``<workdir>/tmp``, which each run empties): the base,
-the series applied with ``git am`` on branch ``series``, its records last; then one rename puts it in place. A failure
-or a kill leaves only scratch. A tree under ``trees/`` is the tool's while its record still describes it
-(:func:`changes_since_built`): reused for the same base and series, else replaced. Anything else there is left as it
-is, and the run stops with one line. An edit tree is made once and never written again.
-"""
+"""The trees: the pinned base (sdist, a person's checkout, only read, or clone) and the series on branch ``series``,
+built in a fresh folder of ``<workdir>/tmp`` (emptied by each run), renamed into place. The tool's tree (``trees/``) is
+reused or replaced only while its record describes it, else left as it is; an edit tree is never written again."""
 
 from __future__ import annotations
 
@@ -15,32 +10,36 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from patchseries import gitcmd
 from patchseries.atomic import write_file
-from patchseries.base import BASE_REF, BaseSource, BaseTree, build_base, kept_download, resolve_source
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import TOOL_IDENTITY, failure_cause, git, git_path, has_path, out
+from patchseries.gitcmd import TOOL_IDENTITY, add_excludes, failure_cause, git, git_path, has_path, out
 from patchseries.interrupts import stage
 from patchseries.paths import Workspace, kept_path, remove, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, dropped_hunks, fingerprint, keep_cr
 
-RECORD = "patchseries-tree"  # in a tool's tree's .git: Record
-BASE_RECORD = "patchseries-base"  # in the .git of every tree the tool makes: BaseRecord
-FILES = "patchseries-files"  # in a tool's tree's .git: the untracked files its runs made, with their digests
-SERIES_BRANCH = "series"
-SERIES_REF = f"refs/heads/{SERIES_BRANCH}"
-EDIT_DIR = "edit"  # <workdir>/edit/<base>: trees made for a person to change the series in
-# what `git status` does not show but a person may be in the middle of: what it is, how to finish it, how to abort it
-_IN_PROGRESS = {
+BASE_BRANCH, SERIES_BRANCH = "base", "series"
+BASE_REF, SERIES_REF = f"refs/heads/{BASE_BRANCH}", f"refs/heads/{SERIES_BRANCH}"  # never a tag of the same name
+EDIT_DIR = "edit"
+RECORD = "patchseries-tree"  # in .git of the tool's tree: RECORD_KEYS
+RECORD_KEYS = ("source", "fingerprint", "base", "head")  # BaseSource.key, the series', commits of base and series
+BASE_RECORD = "patchseries-base"  # in .git of every tree the tool makes: BaseRecord
+FILES = "patchseries-files"  # in .git of the tool's tree: the untracked files its runs made, with their digests
+# what building or installing the tree creates: ignored, so that it never makes the tree look modified
+BUILD_ARTIFACTS = ("*.egg-info/", "__pycache__/", "build/", ".pytest_cache/", ".coverage*", "coverage.xml")
+_IN_PROGRESS = {  # what it is, how to finish it, how to abort it
     "rebase-merge": ("a git rebase", "git rebase --continue", "git rebase --abort"),
     "rebase-apply": ("a git am or git rebase", "git am/rebase --continue", "git am/rebase --abort"),
     "MERGE_HEAD": ("a git merge", "git commit", "git merge --abort"),
@@ -49,41 +48,45 @@ _IN_PROGRESS = {
     "BISECT_LOG": ("a git bisect", "git bisect reset", "git bisect reset"),
 }
 _FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
-_MODE_CHANGE = re.compile(r"(?m)^ mode change \d{6} => (\d{6}) (.+)$")  # `git apply --summary`
 
 
 @dataclass(frozen=True)
-class Record:
-    """What the tool built in a tree of its own."""
+class BaseTree:
+    path: Path
+    source: str  # "sdist", "checkout" or "git"
 
-    source: str  # BaseSource.key: "sdist <sha256>", "checkout <path> <commit>", "git <url> <ref>"
-    fingerprint: str  # of the series' patch files
-    base: str  # commit of branch base
-    head: str  # commit of branch series, as applied
+    @property
+    def base_commit(self) -> str:
+        return out("rev-parse", BASE_REF, cwd=self.path)
+
+    @property
+    def has_upstream_tests(self) -> bool:  # the base commit's, not the work tree's, which gets the series' tests
+        return has_path(self.path, "tests", BASE_REF)
 
 
 @dataclass(frozen=True)
-class BaseRecord:
-    """What the tool made a tree for (an edit tree or its own): the pin's base and the series folder, so that
-    ``export`` writes the tree only into a series of that base."""
+class BaseSource:
+    kind: str  # "sdist", "checkout" or "git"
+    tree_name: str  # <workdir>/trees/<tree_name>, <workdir>/edit/<tree_name>
+    key: str  # recorded in the tool's tree: reused only for the same key
+    location: str = ""  # the checkout's path or the clone URL
+    ref: str = ""  # the commit or tag to build from
 
+
+@dataclass(frozen=True)
+class BaseRecord:  # the pin's base and the series folder a tree was made for: export writes it only into such a series
     base: str
     patches: str
 
     @staticmethod
     def read(repo: Path) -> BaseRecord | None:
-        try:
-            common = Path(out("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo))
-            fields = _read_json(common / BASE_RECORD)
-            return BaseRecord(str(fields["base"]), str(fields["patches"]))
-        except (KeyError, TypeError, SeriesError):
-            return None
+        common = git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo, check=False).stdout.strip()
+        fields = _read_json(Path(common) / BASE_RECORD, "base", "patches") if common else None
+        return BaseRecord(fields["base"], fields["patches"]) if fields else None
 
 
 @dataclass
 class ApplyResult:
-    """What :func:`tool_tree` did."""
-
     tree: Path
     head: str
     applied: list[str] = field(default_factory=list)
@@ -93,24 +96,155 @@ class ApplyResult:
     where: str = f"branch {SERIES_BRANCH}"
 
 
-def _read_json(path: Path) -> Any:
+def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool, force_base: bool) -> BaseSource:
+    """The base a run uses; a checkout that is not clean or not at the pinned tag (or commit) is refused here."""
+    if checkout is not None:
+        path, head = _checked_checkout(pin, checkout, force_base)
+        return BaseSource("checkout", checkout_tree_name(path), f"checkout {path} {head}", str(path), head)
+    if use_git:
+        ref = pin.commit or pin.tag
+        return BaseSource("git", f"git-{pin.commit[:12] or pin.tag}", f"git {pin.git_url} {ref}", pin.git_url, ref)
+    if not pin.has_sdist:
+        raise SeriesError(
+            f"this series is pinned to upstream commit {pin.commit[:12]}, which no sdist ships; pass --checkout PATH "
+            "(an upstream clone that has it) or --git"
+        )
+    return BaseSource("sdist", f"sdist-{pin.version}", f"sdist {pin.sdist_sha256}")
+
+
+def checkout_tree_name(checkout: Path) -> str:
+    return f"checkout-{hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:8]}"
+
+
+def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path, str]:
+    checkout = checkout.resolve()
+    if not (checkout / ".git").exists():
+        raise SeriesError(f"--checkout {checkout} is not a git checkout")
+    if not gitcmd.is_clean(checkout):
+        raise SeriesError(f"--checkout {checkout} has uncommitted changes; commit or stash them first")
+    head = git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=checkout, check=False).stdout.strip()
+    if not head:
+        wanted = f"the commit {pin.commit[:12]}" if pin.commit else f"the tag {pin.tag}"
+        raise SeriesError(f"--checkout {checkout} has no commits; pass a clone of upstream that has {wanted}")
+    if force_base:
+        return checkout, head
+    if pin.commit:  # a series against an upstream commit: that commit of the clone, wherever HEAD is
+        if not has_path(checkout, "", pin.commit):
+            raise SeriesError(
+                f"--checkout {checkout} does not have the pinned commit {pin.commit[:12]}; fetch it (git fetch "
+                "origin), or pass --force-base to use the clone's HEAD instead"
+            )
+        return checkout, pin.commit
+    tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=checkout, check=False)
+    if head != tagged.stdout.strip():
+        where = f"tag {pin.tag} is {tagged.stdout[:12]}" if tagged.stdout else f"it has no tag {pin.tag}"
+        raise SeriesError(
+            f"--checkout {checkout} is at {head[:12]}, but {where}; check out {pin.tag} or pass --force-base"
+        )
+    return checkout, head
+
+
+def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
+    """The sdist in ``downloads/``, checked against the pin on every run; downloaded into the run's scratch folder
+    and moved there once its sha256 matches."""
+    target = ws.downloads / pin.sdist_filename
+    for folder in (ws.downloads, ws.scratch):
+        folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ws.scratch) as scratch:
+        sdist = target if target.is_file() else Path(scratch) / pin.sdist_filename
+        if sdist != target:
+            log(f"downloading {pin.sdist_url}")
+            try:
+                with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, sdist.open("xb") as sink:
+                    shutil.copyfileobj(response, sink)
+                    stage("fetch-download")
+            except (urllib.error.URLError, OSError) as exc:
+                raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
+        digest, kept = _sha256(sdist), sdist == target
+        if digest != pin.sdist_sha256:  # kept only after its sha256 matched: else a changed pin or file
+            where = f"the download kept in {target}" if kept else f"the download from {pin.sdist_url}"
+            remedy = f"remove that file ({shell('rm', target)})" if kept else "check that URL"
+            raise SeriesError(
+                f"sha256 mismatch for {pin.sdist_filename}: the pin says {pin.sdist_sha256}, {where} has {digest}; "
+                f"correct the pin, or if the pin is right, {remedy} and re-run"
+            )
+        sdist.replace(target)
+    return target
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def safe_extract(archive: Path, dest: Path) -> None:
+    """Unpack ``archive`` into ``dest``; an entry that would land outside it, a link or a ``.git`` is refused."""
     try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                target = (dest / member.name).resolve()
+                if not target.is_relative_to(dest.resolve()) or member.issym() or member.islnk():
+                    raise SeriesError(f"{archive.name} contains an unsafe entry {member.name!r}")
+                if ".git" in Path(member.name).parts:  # its config would be the tree's, and run its commands
+                    raise SeriesError(f"{archive.name} contains a git directory entry {member.name!r}; refusing it")
+                # never the packager's ids: run as root, tarfile would chown to them, and git refuses the tree
+                member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, filter="data")
+            else:  # pragma: no cover - Python without extraction filters; members were checked above
+                tar.extractall(dest)  # noqa: S202
+    except tarfile.TarError as exc:
+        raise SeriesError(f"{archive.name} is not a readable tar archive: {exc}") from None
 
 
-def _write_json(repo: Path, name: str, value: object) -> None:
-    write_file(repo / ".git" / name, json.dumps(value, sort_keys=True) + "\n")
+def build_base(ws: Workspace, pin: Pin, source: BaseSource, work: Path, log: Log) -> BaseTree:
+    """A fresh repository inside the scratch folder ``work``, branch ``base`` checked out and no other ref."""
+    if source.kind == "sdist":
+        archive = download_sdist(ws, pin, log)
+        log(f"making the base repository from {archive.name}")
+        (work / "sdist").mkdir()
+        safe_extract(archive, work / "sdist")
+        stage("fetch-unpacked")
+        repo = work / "sdist" / pin.sdist_root
+        if not repo.is_dir():
+            raise SeriesError(
+                f"{archive.name} has no top-level folder {pin.sdist_root!r}; check [sdist].root in the pin"
+            )
+        for egg_info in repo.glob("src/*.egg-info"):
+            shutil.rmtree(egg_info)
+        _init_fixed_commit(repo, pin)
+        commit = out("rev-parse", "HEAD", cwd=repo)
+        if pin.base_commit and commit != pin.base_commit:
+            raise SeriesError(
+                f"the sdist gave base commit {commit[:12]}, the pin expects {pin.base_commit[:12]}; the sdist or the "
+                "base recipe changed, update [sdist].base_commit only if that is intended"
+            )
+    else:
+        repo, network = work / "clone", source.kind == "git"
+        # a full clone of a pinned commit (not every host serves one by name shallowly); a tag's, one commit deep
+        shallow = ["--depth", "1", "--branch", pin.tag] if network and not pin.commit else []
+        log(f"cloning {source.location} at {source.ref[:12]}" + " (read-only for the original)" * (not network))
+        try:  # over the network with the person's configuration (a proxy, url.insteadOf), as their own git would
+            git("clone", "--quiet", "--no-checkout", *shallow, "--", source.location, repo, user_config=network)
+        except SeriesError as exc:
+            if network:
+                raise SeriesError(f"cannot clone {source.location} (is it reachable from here?): {exc}") from None
+            raise
+        git("checkout", "--quiet", "-B", BASE_BRANCH, "HEAD" if shallow else source.ref, cwd=repo)
+        git("remote", "remove", "origin", cwd=repo, check=False)
+        refs = out("for-each-ref", "--format=delete %(refname)", cwd=repo).splitlines()
+        git("update-ref", "--stdin", cwd=repo, stdin="".join(f"{ref}\n" for ref in refs if ref != f"delete {BASE_REF}"))
+    add_excludes(repo, BUILD_ARTIFACTS)
+    return BaseTree(repo, source.kind)
 
 
-def read_record(tree: Path) -> Record | None:
-    """The record of ``tree``, or None when it has none that is readable."""
-    fields = _read_json(tree / ".git" / RECORD)
-    try:
-        return Record(**{name: str(fields[name]) for name in ("source", "fingerprint", "base", "head")})
-    except (KeyError, TypeError):
-        return None
+def _init_fixed_commit(repo: Path, pin: Pin) -> None:
+    date = f"{pin.release_date}T00:00:00+0000"
+    env = {**TOOL_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    git("init", "--quiet", cwd=repo)
+    git("add", "--all", "--force", ".", cwd=repo)
+    message = f"{pin.name} {pin.version} from {pin.sdist_filename}\n\nsha256: {pin.sdist_sha256}\n"
+    git("commit", "--quiet", "--no-verify", "-m", message, cwd=repo, env=env)
+    git("branch", "-M", BASE_BRANCH, cwd=repo)
 
 
 def tool_tree(
@@ -118,29 +252,27 @@ def tool_tree(
 ) -> tuple[BaseTree, ApplyResult]:
     """The tool's tree of ``source`` with ``patches`` applied on branch ``series``: reused, replaced or made."""
     tree = ws.trees / source.tree_name
-    if source.kind == "sdist":  # the kept download is checked on every run, also when the tree is reused
-        kept_download(ws, pin)
+    if source.kind == "sdist":  # the pinned sha256 is checked on every run, also when the tree is reused
+        download_sdist(ws, pin, log)
     if tree.exists() or tree.is_symlink():
         why = changes_since_built(tree)
         if why is not None:
             kept = kept_path(tree)
             raise SeriesError(
                 f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it "
-                f"away ({shell('mv', tree, kept)}), and {_commits_remedy(ws, pin, patches, source, kept)}, and re-run; "
+                f"away ({shell('mv', tree, kept)}){_commits_remedy(ws, pin, patches, source, kept)}, and re-run; "
                 "nothing was changed"
             )
-        record = read_record(tree)
-        assert record is not None  # changes_since_built checked it
-        if (record.source, record.fingerprint) == (source.key, fingerprint(patches)):
+        record = _read_json(tree / ".git" / RECORD)
+        if (record["source"], record["fingerprint"]) == (source.key, fingerprint(patches)):
             log(f"series already applied on {tree} (branch {SERIES_BRANCH}); reusing it")
-            return BaseTree(tree, source.kind), ApplyResult(tree=tree, head=record.head, reused=True)
+            return BaseTree(tree, source.kind), ApplyResult(tree=tree, head=record["head"], reused=True)
         log(f"{tree} holds another base or series, unchanged since the tool built it: building a fresh one")
-    return BaseTree(tree, source.kind), _build(ws, pin, patches, source, tree, log, own=True)
+    return BaseTree(tree, source.kind), _build(ws, pin, patches, source, tree, log)
 
 
 def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log) -> Path:
-    """A new tree for a person to change the series in: base + series on branch ``series``; an existing one is
-    refused, as the tool never writes it again (``export`` only reads it)."""
+    """A new tree for a person to change the series in; the tool never writes it again (``export`` reads it)."""
     tree = ws.workdir / EDIT_DIR / source.tree_name
     if tree.exists() or tree.is_symlink():
         raise SeriesError(
@@ -148,30 +280,25 @@ def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
             f"({ws.command('export', '--tree', tree)}), or move it away ({shell('mv', tree, kept_path(tree))}) to make "
             "a fresh one"
         )
-    _build(ws, pin, patches, source, tree, log, own=False)
+    _build(ws, pin, patches, source, tree, log)
     log(f"made {tree}: branch {SERIES_BRANCH} is the series on branch base; change it there (git rebase -i base), "
         "then export it")  # fmt: skip
     return tree
 
 
-def _build(
-    ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tree: Path, log: Log, own: bool
-) -> ApplyResult:
-    """Build base and series in a fresh scratch folder, then rename it to ``tree``; a tree there (the tool's,
-    unchanged) goes back in place if that rename is interrupted, and otherwise with the scratch folder."""
+def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tree: Path, log: Log) -> ApplyResult:
+    """Build base and series in a fresh scratch folder and rename it to ``tree`` (the tool's tree there goes too)."""
     ws.scratch.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=ws.scratch, prefix=f"{tree.name}-"))
     try:
         base = build_base(ws, pin, source, work, log)
         result = apply_series(base, patches, pin, log)
-        _write_json(base.path, BASE_RECORD, asdict(BaseRecord(pin.identity, str(ws.patches))))
-        if own:
-            _write_json(
-                base.path, RECORD, asdict(Record(source.key, fingerprint(patches), base.base_commit, result.head))
-            )
+        _write_json(base.path, BASE_RECORD, {"base": pin.identity, "patches": str(ws.patches)})
+        if tree.parent == ws.trees:  # the tool's own
+            record = (source.key, fingerprint(patches), base.base_commit, result.head)
+            _write_json(base.path, RECORD, dict(zip(RECORD_KEYS, record, strict=True)))
         tree.parent.mkdir(parents=True, exist_ok=True)
-        old = tree.exists() or tree.is_symlink()
-        if old:
+        if old := tree.exists() or tree.is_symlink():
             tree.rename(work / "old")
         try:
             stage("replace-between-renames")
@@ -181,32 +308,23 @@ def _build(
                 (work / "old").rename(tree)
             raise
     except OSError as exc:  # a full disk names no file: the tree it was building is the path to check
-        if exc.filename is None and not isinstance(exc, shutil.Error):
+        if exc.filename is None:
             raise OSError(exc.errno, exc.strerror or str(exc), str(tree)) from exc
         raise
     finally:
-        stage("scratch-remove")
         shutil.rmtree(work, ignore_errors=True)  # what is left, the next run's scratch clean-up removes
     result.tree = tree
     return result
 
 
 def changes_since_built(tree: Path) -> str | None:
-    """None when ``tree`` is as the tool built it; else, in words, what is not: no readable record, an operation in
-    progress, refs other than the recorded ``base`` and ``series`` (a commit, a branch, a tag, a stash), ``HEAD`` not
-    on ``series``, a linked worktree, or an uncommitted file the tool's runs did not make."""
-    record = read_record(tree)
+    """None when ``tree`` is as the tool built it, else what is not, in words."""
+    record = _read_json(tree / ".git" / RECORD, *RECORD_KEYS)
     if record is None:
         return f"it has no readable record of what the tool built (.git/{RECORD})"
-    refs = git("for-each-ref", "--format=%(refname) %(objectname)", cwd=tree, check=False)
-    if refs.returncode != 0:
-        return "git cannot read it"
-    try:
-        refuse_operation_in_progress(tree)
-    except SeriesError as exc:
-        return str(exc).split(";")[0]
-    found = dict(line.split(" ", 1) for line in refs.stdout.splitlines())
-    expected = {BASE_REF: record.base, SERIES_REF: record.head}
+    refs = git("for-each-ref", "--format=%(refname) %(objectname)", cwd=tree, check=False).stdout  # "": unreadable
+    found = dict(line.split(" ", 1) for line in refs.splitlines())
+    expected = {BASE_REF: record["base"], SERIES_REF: record["head"]}
     if found != expected:
         changed = sorted(ref for ref in found.keys() | expected.keys() if found.get(ref) != expected.get(ref))
         return f"its refs changed ({', '.join(changed)})"
@@ -221,62 +339,50 @@ def changes_since_built(tree: Path) -> str | None:
     # the person's global gitignore is not the tool's; an edit to a file marked assume-unchanged is not in `git status`
     files = sorted({*gitcmd.uncommitted_files(tree, own_ignores_only=True), *gitcmd.hidden_files(tree), *added})
     if files:
-        shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+        shown = ", ".join(files[:3]) + ", ..." * (len(files) > 3)
         return f"{len(files)} uncommitted file{'s' * (len(files) > 1)} ({shown})"
     return None
 
 
 def _untracked(tree: Path) -> dict[str, str]:
-    """Every untracked file, ignored ones included, with a digest of its content (a link: its target)."""
-    found = {}
-    for name in filter(None, git("ls-files", "--others", "-z", cwd=tree).stdout.split("\0")):
-        path = tree / name
-        found[name] = f"-> {os.readlink(path)}" if path.is_symlink() else _digest(path)
-    return found
-
-
-def _digest(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return "unreadable"
+    """Every untracked file, ignored ones included, with a digest of its content."""
+    names = filter(None, git("ls-files", "--others", "-z", cwd=tree).stdout.split("\0"))
+    return {name: _sha256(tree / name) if (tree / name).is_file() else "" for name in names}
 
 
 @contextmanager
 def recording(tree: Path) -> Iterator[None]:
-    """Around the stages that write into the tool's ``tree``: the untracked files there when they end, however they
-    end, are the tool's (a person's ``build/`` or edited acceptance copy, made since, is not)."""
+    """Around the stages that write into the tool's ``tree``: the untracked files there when they end are the tool's."""
     try:
         yield
     finally:
         _write_json(tree, FILES, _untracked(tree))
 
 
+def _read_json(path: Path, *keys: str) -> Any:  # None if unreadable, or if it lacks one of the string ``keys``
+    try:
+        fields = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    valid = isinstance(fields, dict) and all(isinstance(fields.get(key), str) for key in keys)
+    return fields if valid or not keys else None
+
+
+def _write_json(repo: Path, name: str, value: object) -> None:
+    write_file(repo / ".git" / name, json.dumps(value, sort_keys=True) + "\n")
+
+
 def _commits_remedy(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, kept: Path) -> str:
-    """What to do with the commits of the refused ``tree`` once moved to ``kept``: export them from there; or, where
-    its base lacks files the series changes (the sdist: docs/, tests/), which export refuses to drop, carry the
-    commits on top of the applied series onto an edit tree of upstream's tag and export from there."""
-    export = f"export your commits from there ({ws.command('export', '--tree', kept)})"
     tree = ws.trees / source.tree_name
-    if source.kind != "sdist" or not dropped_hunks(tree, BASE_REF, patches, pin.sdist_lacks):
-        return export
-    upstream = ws.workdir / EDIT_DIR / resolve_source(ws, pin, None, True, False).tree_name  # what `edit --git` makes
-    edit = ws.command("edit", "--git")
-    record = read_record(tree)
-    head = record.head if record is not None else ""
-    tip = git("rev-parse", "--verify", "--quiet", SERIES_REF, cwd=tree, check=False).stdout.strip()
-    lacking = "the sdist it is built on lacks files the series changes"
-    ancestor = git("merge-base", "--is-ancestor", head or tip, tip or head, cwd=tree, check=False).returncode == 0
-    if not (head and tip and head != tip and ancestor):  # no commits on top of the applied series to carry
-        return f"export your commits from an edit tree of upstream's tag ({edit}), as {lacking}"
-    steps = [
-        *([shell("mv", upstream, kept_path(upstream))] if upstream.exists() or upstream.is_symlink() else []),
-        edit,
-        shell("git", "-C", upstream, "fetch", kept, SERIES_REF),
-        shell("git", "-C", upstream, "cherry-pick", f"{head[:12]}..FETCH_HEAD"),
-        ws.command("export", "--tree", upstream),
-    ]
-    return f"carry your commits onto upstream's tag to export them, as {lacking} ({' && '.join(steps)})"
+    head = (_read_json(tree / ".git" / RECORD, "head") or {}).get("head", "")
+    if not head or not git("rev-list", f"{head}..{SERIES_REF}", cwd=tree, check=False).stdout.strip():
+        return ""
+    if source.kind == "sdist" and dropped_hunks(tree, BASE_REF, patches, pin.sdist_lacks):  # export would drop them
+        return (
+            ", where your commits stay: the sdist lacks files the series changes, so cherry-pick them onto an edit "
+            f"tree of upstream's tag ({ws.command('edit', '--git')}) to export them"
+        )
+    return f", and export your commits from there ({ws.command('export', '--tree', kept)})"
 
 
 def refuse_operation_in_progress(repo: Path) -> None:
@@ -295,14 +401,16 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
     result = ApplyResult(tree=repo, head="")
     git("checkout", "--quiet", "-b", SERIES_BRANCH, BASE_REF, cwd=repo)
     for patch in patches:
-        excludes = excluded_paths(base, patch, pin)
+        # the hunks for files the sdist lacks (upstream docs and tests) and no earlier patch added
+        lacking = [path for path in patch.touched_existing if path.startswith(pin.sdist_lacks)]
+        excludes = [path for path in lacking if base.source == "sdist" and not has_path(repo, path)]
         if excludes:
             result.excluded[patch.name] = excludes
             log(f"{patch.name}: excluding {', '.join(excludes)} (not shipped in the {base.source} base)")
         if len(excludes) == len(patch.changes):
             continue
         options = [f"--exclude={path}" for path in excludes]
-        if _already_present(repo, patch, options):
+        if git("apply", "--check", "--reverse", *options, patch.path, cwd=repo, check=False).returncode == 0:
             log(f"{patch.name}: already present in the base, skipped")
             result.already_present.append(patch.name)
             continue
@@ -320,40 +428,23 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
     return result
 
 
-def _already_present(repo: Path, patch: Patch, options: list[str]) -> bool:
-    """Whether the base has ``patch`` already: its reverse applies and each file mode it sets is the base's (which
-    ``git apply --check --reverse`` does not compare)."""
-    if git("apply", "--check", "--reverse", *options, patch.path, cwd=repo, check=False).returncode != 0:
-        return False
-    modes = _MODE_CHANGE.findall(out("apply", "--summary", *options, patch.path, cwd=repo))
-    return all(out("ls-tree", "HEAD", "--", path, cwd=repo).split(" ")[0] == mode for mode, path in modes)
-
-
-def excluded_paths(base: BaseTree, patch: Patch, pin: Pin) -> list[str]:
-    """Paths a patch modifies that the sdist base does not ship (upstream docs and tests), checked at ``HEAD``: a
-    file an earlier patch of the series added is not excluded."""
-    if base.source != "sdist":
-        return []
-    return [
-        path for path in patch.touched_existing if path.startswith(pin.sdist_lacks) and not has_path(base.path, path)
-    ]
-
-
 def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
     """The files a failed ``git am`` names: unmerged after a three-way merge, or reported by ``git apply``."""
     unmerged = out("diff", "--name-only", "--diff-filter=U", cwd=repo).splitlines()
-    reported = {m.group(1) for m in _FAILED_FILE.finditer(proc.stdout + proc.stderr) if "/" in m.group(1)}
+    reported = {match.group(1) for match in _FAILED_FILE.finditer(proc.stdout + proc.stderr)}
     return sorted(set(unmerged) | reported)
 
 
 def abort_am(repo: Path) -> None:
-    """Abort a stopped ``git am`` in a scratch clone of the tool's, back to a clean tree at the commit before the
-    patch; where ``git am --abort`` fails (an object missing), its state is dropped and the tree reset."""
-    git("am", "--abort", cwd=repo, env=TOOL_IDENTITY, check=False)
-    state = git_path(repo, "rebase-apply")
-    if state.exists():
-        git("am", "--quit", cwd=repo, env=TOOL_IDENTITY, check=False)
-        remove(state)
-        reset = git("reset", "--quiet", "--hard", cwd=repo, env=TOOL_IDENTITY, check=False)
-        if reset.returncode != 0:
-            raise SeriesError(f"cannot undo a failed git am in the scratch clone {repo}: {failure_cause(reset)}")
+    """Undo a stopped ``git am`` in a scratch clone of the tool's: back to a clean tree at the commit before it."""
+    git("am", "--quit", cwd=repo, env=TOOL_IDENTITY)
+    git("reset", "--quiet", "--hard", cwd=repo, env=TOOL_IDENTITY)
+
+
+def base_worktree(ws: Workspace, repo: Path, suffix: str = "base") -> Path:
+    """A fresh worktree of ``repo``'s base commit in the run's scratch folder, which goes with that folder."""
+    worktree = ws.scratch / f"{repo.name}-{suffix}"
+    remove(worktree)
+    git("worktree", "prune", cwd=repo)  # forgets the worktrees whose folder went with an earlier run's scratch
+    git("worktree", "add", "--quiet", "--detach", worktree, BASE_REF, cwd=repo)
+    return worktree

@@ -13,12 +13,12 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries.base import BASE_REF, base_worktree
 from patchseries.environment import Environment
 from patchseries.gitcmd import out
 from patchseries.paths import Workspace
 from patchseries.progress import Log
 from patchseries.testrun import junit_cases, run_tests
+from patchseries.trees import BASE_REF, base_worktree
 
 # Every upstream module (or folder of modules) that exercises the code the series changes: the LightningModule and its
 # optimizers, the loops and strategies that call them, precision plugins' backward and step, compiling, Fabric.

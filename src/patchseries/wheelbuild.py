@@ -28,7 +28,6 @@ import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from patchseries.base import BASE_REF, download_sdist, resolve_source, safe_extract
 from patchseries.environment import find_uv
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
@@ -39,7 +38,7 @@ from patchseries.pin import Pin
 from patchseries.progress import Log
 from patchseries.series import Patch, crlf_problem, fingerprint, has_crlf
 from patchseries.standalone import MappedPatch, PackageMapping, WheelPin, map_patch
-from patchseries.trees import tool_tree
+from patchseries.trees import BASE_REF, download_sdist, resolve_source, safe_extract, tool_tree
 from patchseries.wheeldist import (
     PROJECT,
     RECORD_NAME,

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries.acceptance import is_test_module, source_files
-from patchseries.base import BASE_REF, resolve_source
 from patchseries.environment import (
     TEST_REQUIREMENTS,
     Environment,
@@ -47,7 +46,7 @@ from patchseries.progress import Log
 from patchseries.series import Patch, file_sections, fingerprint, hunks, section_path
 from patchseries.standalone import PackageMapping, WheelPin, replace_imports
 from patchseries.testrun import TestOutcome, run_tests
-from patchseries.trees import tool_tree
+from patchseries.trees import BASE_REF, resolve_source, tool_tree
 from patchseries.wheelbuild import SERIES_REF
 from patchseries.wheeldist import RECORD_NAME, refuse_another_series, wheel_prefix
 from patchseries.wheels import check_python, running_python
