@@ -104,16 +104,16 @@ CHANGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "uncommitted edit": (_edit, f"1 uncommitted file ({CORE})"),
     "untracked file": (_untracked, "1 uncommitted file (my-notes.txt)"),
     "commit on series": (_commit, "its refs changed (refs/heads/series)"),
-    "another branch checked out": (_other_branch, "its refs changed (refs/heads/mine)"),
+    "another branch checked out": (_other_branch, "its refs changed (HEAD, refs/heads/mine)"),
     "series-wip of a person's": (_branch_named_like_the_tools_work_branch, "its refs changed (refs/heads/series-wip)"),
     "tag named series": (_tag_named_series, "its refs changed (refs/tags/series)"),
     "stash": (_stash, "its refs changed (refs/stash)"),
-    "rebase stopped at edit": (_rebase_stopped, "HEAD is detached"),
+    "rebase stopped at edit": (_rebase_stopped, "its refs changed (HEAD)"),
     "HEAD emptied": (_head_emptied, ""),
     ".git moved away": (_git_moved_away, "it has no readable record of what the tool built"),
     "gitdir file": (_gitdir_file, "it has no readable record of what the tool built"),
     "record removed": (_record_removed, "it has no readable record of what the tool built"),
-    "series in a linked worktree": (_series_in_a_linked_worktree, "HEAD is detached"),
+    "series in a linked worktree": (_series_in_a_linked_worktree, "its refs changed (HEAD)"),
 }
 
 

@@ -47,6 +47,7 @@ _IN_PROGRESS = {  # what it is, how to finish it, how to abort it
     "REVERT_HEAD": ("a git revert", "git revert --continue", "git revert --abort"),
     "BISECT_LOG": ("a git bisect", "git bisect reset", "git bisect reset"),
 }
+_MODE_CHANGE = re.compile(r"(?m)^ ?mode change \d{6} => (\d{6}) (.+)$")  # in `git apply --summary`
 _FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
 
 
@@ -160,13 +161,14 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
                     stage("fetch-download")
             except (urllib.error.URLError, OSError) as exc:
                 raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
-        digest, kept = _sha256(sdist), sdist == target
-        if digest != pin.sdist_sha256:  # kept only after its sha256 matched: else a changed pin or file
-            where = f"the download kept in {target}" if kept else f"the download from {pin.sdist_url}"
-            remedy = f"remove that file ({shell('rm', target)})" if kept else "check that URL"
+        digest, mismatch = _sha256(sdist), f"sha256 mismatch for {pin.sdist_filename}"
+        if digest != pin.sdist_sha256 and sdist != target:
+            raise SeriesError(f"{mismatch}: expected {pin.sdist_sha256}, got {digest}; refusing to use it")
+        if digest != pin.sdist_sha256:  # kept only after its sha256 matched: another digest is a changed pin or file
             raise SeriesError(
-                f"sha256 mismatch for {pin.sdist_filename}: the pin says {pin.sdist_sha256}, {where} has {digest}; "
-                f"correct the pin, or if the pin is right, {remedy} and re-run"
+                f"{mismatch}: the pin says {pin.sdist_sha256}, the download kept in "
+                f"{target} has {digest}; correct the pin, or if the pin is right, remove that file "
+                f"({shell('rm', target)}) and re-run"
             )
         sdist.replace(target)
     return target
@@ -230,7 +232,6 @@ def build_base(ws: Workspace, pin: Pin, source: BaseSource, work: Path, log: Log
                 raise SeriesError(f"cannot clone {source.location} (is it reachable from here?): {exc}") from None
             raise
         git("checkout", "--quiet", "-B", BASE_BRANCH, "HEAD" if shallow else source.ref, cwd=repo)
-        git("remote", "remove", "origin", cwd=repo, check=False)
         refs = out("for-each-ref", "--format=delete %(refname)", cwd=repo).splitlines()
         git("update-ref", "--stdin", cwd=repo, stdin="".join(f"{ref}\n" for ref in refs if ref != f"delete {BASE_REF}"))
     add_excludes(repo, BUILD_ARTIFACTS)
@@ -281,8 +282,7 @@ def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
             "a fresh one"
         )
     _build(ws, pin, patches, source, tree, log)
-    log(f"made {tree}: branch {SERIES_BRANCH} is the series on branch base; change it there (git rebase -i base), "
-        "then export it")  # fmt: skip
+    log(f"made {tree}: branch {SERIES_BRANCH} is base + the series; change it (git rebase -i base), then export it")
     return tree
 
 
@@ -323,14 +323,12 @@ def changes_since_built(tree: Path) -> str | None:
     if record is None:
         return f"it has no readable record of what the tool built (.git/{RECORD})"
     refs = git("for-each-ref", "--format=%(refname) %(objectname)", cwd=tree, check=False).stdout  # "": unreadable
-    found = dict(line.split(" ", 1) for line in refs.splitlines())
-    expected = {BASE_REF: record["base"], SERIES_REF: record["head"]}
+    head = git("symbolic-ref", "--quiet", "HEAD", cwd=tree, check=False).stdout  # "": detached
+    found = dict(line.split(" ", 1) for line in f"{refs}HEAD {head}".splitlines())
+    expected = {BASE_REF: record["base"], SERIES_REF: record["head"], "HEAD": SERIES_REF}
     if found != expected:
         changed = sorted(ref for ref in found.keys() | expected.keys() if found.get(ref) != expected.get(ref))
         return f"its refs changed ({', '.join(changed)})"
-    head = git("symbolic-ref", "--quiet", "HEAD", cwd=tree, check=False).stdout.strip()
-    if head != SERIES_REF:
-        return f"HEAD is {head or 'detached'}, not {SERIES_REF}"
     linked = [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]
     if linked:
         return f"a linked worktree, {linked[0]}"
@@ -344,8 +342,7 @@ def changes_since_built(tree: Path) -> str | None:
     return None
 
 
-def _untracked(tree: Path) -> dict[str, str]:
-    """Every untracked file, ignored ones included, with a digest of its content."""
+def _untracked(tree: Path) -> dict[str, str]:  # every untracked file, ignored ones too, with its content's digest
     names = filter(None, git("ls-files", "--others", "-z", cwd=tree).stdout.split("\0"))
     return {name: _sha256(tree / name) if (tree / name).is_file() else "" for name in names}
 
@@ -410,7 +407,10 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
         if len(excludes) == len(patch.changes):
             continue
         options = [f"--exclude={path}" for path in excludes]
-        if git("apply", "--check", "--reverse", *options, patch.path, cwd=repo, check=False).returncode == 0:
+        # present already: its reverse applies, and the file modes it sets (which that check ignores) are the base's
+        reverse = git("apply", "--check", "--reverse", *options, patch.path, cwd=repo, check=False).returncode == 0
+        modes = _MODE_CHANGE.findall(out("apply", "--summary", *options, patch.path, cwd=repo)) if reverse else []
+        if reverse and all(out("ls-tree", "HEAD", "--", path, cwd=repo).startswith(mode) for mode, path in modes):
             log(f"{patch.name}: already present in the base, skipped")
             result.already_present.append(patch.name)
             continue
