@@ -178,7 +178,7 @@ def test_a_persons_series_wip_branch_with_a_commit_and_an_edit_is_left_byte_for_
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] == proc.stderr.splitlines()[-1:]
-    assert "is not as the tool built it (its refs changed (refs/heads/series-wip))" in proc.stderr
+    assert "is not as the tool built it (its refs changed (HEAD, refs/heads/series-wip))" in proc.stderr
     assert snapshot(base.path) == before
 
 

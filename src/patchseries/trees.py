@@ -232,8 +232,8 @@ def build_base(ws: Workspace, pin: Pin, source: BaseSource, work: Path, log: Log
                 raise SeriesError(f"cannot clone {source.location} (is it reachable from here?): {exc}") from None
             raise
         git("checkout", "--quiet", "-B", BASE_BRANCH, "HEAD" if shallow else source.ref, cwd=repo)
-        refs = out("for-each-ref", "--format=delete %(refname)", cwd=repo).splitlines()
-        git("update-ref", "--stdin", cwd=repo, stdin="".join(f"{ref}\n" for ref in refs if ref != f"delete {BASE_REF}"))
+        refs = [ref for ref in out("for-each-ref", "--format=%(refname)", cwd=repo).splitlines() if ref != BASE_REF]
+        git("update-ref", "--no-deref", "--stdin", cwd=repo, stdin="".join(f"delete {ref}\n" for ref in refs))
     add_excludes(repo, BUILD_ARTIFACTS)
     return BaseTree(repo, source.kind)
 
