@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from patchseries.apply import edit_tree, tool_tree
-from patchseries.base import BaseTree, resolve_source
 from patchseries.export import export_series
 from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.paths import Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import quiet
+from patchseries.trees import BaseTree, edit_tree, resolve_source, tool_tree
 
 # How a remedy writes the tool's own command: the interpreter it runs under, by its absolute path (the tests run it
 # as sys.executable), so that it runs as written in any shell (`python -m patchseries` would not)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from conftest import RELEASE_FILES, cli, git, make_base, make_sdist, one_error, write_pin
-from patchseries import scratch
 from patchseries.atomic import write_file
 from patchseries.cli import main
 from patchseries.errors import SeriesError
@@ -62,23 +61,22 @@ def test_unexpected_base_commit_is_refused(tmp_path):
     assert not ws.trees.exists() or list(ws.trees.iterdir()) == []
 
 
-def test_interrupted_base_build_is_recovered(tmp_path):
+def test_a_killed_runs_scratch_is_no_obstacle(tmp_path):
     write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
     ws = _workspace(tmp_path)
-    leftover = ws.trees / "sdist-1.0.partial"
-    ws.trees.mkdir(parents=True)
-    scratch.make_dir(scratch.claim(leftover))  # as the killed run made it
+    leftover = ws.scratch / "sdist-1.0-killed"  # as a killed run leaves it: the next run's clean-up removes it
+    leftover.mkdir(parents=True)
     (leftover / "junk").write_text("left by a killed run")
-    (ws.trees / "sdist-1.0").mkdir()  # a tree without .git: an interrupted rename
 
     tree = make_base(ws, load_pin(ws.pin_file))
 
     assert (tree.path / "src" / "fakelib" / "core.py").is_file()
-    assert not leftover.exists()
+    assert sorted(path.name for path in ws.trees.iterdir()) == ["sdist-1.0"]
 
 
-def test_a_link_left_where_the_download_and_the_record_are_written_is_never_written_through(tmp_path):
-    """A ``.partial`` link (a tool's name) never has its target overwritten."""
+def test_a_file_of_anyones_beside_the_download_is_never_written_through(tmp_path):
+    """The download is made in the run's scratch folder: a ``.partial`` link beside it (a name older versions used) is
+    left as it is, its target too."""
     write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES))
     ws = _workspace(tmp_path)
     mine = tmp_path / "mine.txt"
@@ -88,7 +86,7 @@ def test_a_link_left_where_the_download_and_the_record_are_written_is_never_writ
     record = tmp_path / "record"
     Path(f"{record}.partial").symlink_to(mine)
 
-    make_base(ws, load_pin(ws.pin_file))  # the tool's name: the link there is replaced, never written through
+    make_base(ws, load_pin(ws.pin_file))
     write_file(record, "the record\n")
 
     assert not (ws.downloads / "fakelib-1.0.tar.gz.partial").exists()
@@ -193,7 +191,7 @@ def _unpacking_fills_the_disk(monkeypatch):
         (dest / "half-unpacked").write_text("x")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("patchseries.base.safe_extract", full_disk)
+    monkeypatch.setattr("patchseries.trees.safe_extract", full_disk)
     return ""
 
 
@@ -223,7 +221,7 @@ def test_a_failure_while_committing_the_base_leaves_no_partial_tree(tmp_path, mo
     def no_space(path, pin):
         raise SeriesError("git commit --quiet --no-verify failed: fatal: unable to write new index file")
 
-    monkeypatch.setattr("patchseries.base._init_fixed_commit", no_space)
+    monkeypatch.setattr("patchseries.trees._init_fixed_commit", no_space)
 
     with pytest.raises(SeriesError, match="unable to write new index file"):
         make_base(ws, load_pin(ws.pin_file))

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from patchseries.apply import tool_tree
-from patchseries.base import resolve_source
 from patchseries.export import drift_report, is_placeholder
 from patchseries.forward import DEP3_KEYS, changelog_entries
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
 from patchseries.series import read_series
+from patchseries.trees import resolve_source, tool_tree
 
 pytestmark = pytest.mark.network
 WS = Workspace.default()

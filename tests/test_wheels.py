@@ -33,8 +33,6 @@ from conftest import (
     shell,
     write_pin,
 )
-from patchseries.apply import edit_tree
-from patchseries.base import resolve_source, safe_extract
 from patchseries.export import export_series
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.pin import load_pin
@@ -42,6 +40,7 @@ from patchseries.progress import quiet
 from patchseries.release import RECORD_NAME, STAGING, built_from, load_wheel_pin, map_patch, replace_imports
 from patchseries.runner import find_uv
 from patchseries.series import fingerprint, read_series
+from patchseries.trees import edit_tree, resolve_source, safe_extract
 from patchseries.wheeltest import check_installed, patched_lines
 
 BACKEND = '''\

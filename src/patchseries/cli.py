@@ -168,8 +168,8 @@ def _git_checkout(path: Path) -> Path:
 
 
 def _tool_tree(ws: Workspace, pin: Pin, patches: list[Patch], choice: BaseChoice) -> Path:
-    from patchseries.apply import tool_tree
     from patchseries.job import get_source
+    from patchseries.trees import tool_tree
 
     source = get_source(ws, pin, choice)
     ws.workdir.mkdir(parents=True, exist_ok=True)
@@ -178,7 +178,7 @@ def _tool_tree(ws: Workspace, pin: Pin, patches: list[Patch], choice: BaseChoice
 
 def _default_tree(ws: Workspace) -> Path:
     """The tree ``edit`` makes on the sdist base: what ``export`` reads unless told another."""
-    from patchseries.apply import EDIT_DIR
+    from patchseries.trees import EDIT_DIR
 
     return ws.workdir / EDIT_DIR / f"sdist-{load_pin(ws.pin_file).version}"
 
@@ -204,8 +204,8 @@ def cmd_apply(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def cmd_edit(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries.apply import edit_tree
     from patchseries.job import get_source
+    from patchseries.trees import edit_tree
 
     pin = load_pin(ws.pin_file)
     print(edit_tree(ws, pin, read_series(ws.series_file), get_source(ws, pin, _choice(args)), make_log()))
@@ -325,8 +325,7 @@ def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin,
     """The command that writes ``patches_dir`` again, with the run's own --patches and --workdir: ``forward`` for a
     forward series; for a release series ``export`` of the first edit tree there is of --checkout's, the sdist's (not
     for a series that changes files the sdist lacks) and upstream's tag's, after the ``edit`` that makes it if none."""
-    from patchseries.apply import EDIT_DIR
-    from patchseries.base import checkout_tree_name
+    from patchseries.trees import EDIT_DIR, checkout_tree_name
 
     given = ("--checkout", checkout) if checkout is not None else ()
     if patches_dir != ws.patches:  # the forward series beside the release series of --patches

@@ -10,7 +10,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from patchseries.apply import abort_am, failed_files
 from patchseries.errors import SeriesError
 from patchseries.export import export_series
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, out, patch_id_of_file, patch_ids
@@ -18,7 +17,7 @@ from patchseries.interrupts import stage
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
 from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path
-from patchseries.trees import refuse_operation_in_progress
+from patchseries.trees import abort_am, failed_files, refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): ")

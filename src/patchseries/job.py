@@ -13,9 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries.apply import ApplyResult, tool_tree
 from patchseries.atomic import write_file
-from patchseries.base import BaseSource, BaseTree, resolve_source
 from patchseries.changed_lines import ChangedLines, measure_tree
 from patchseries.errors import SeriesError
 from patchseries.gates import (
@@ -34,7 +32,7 @@ from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
 from patchseries.runner import TestOutcome, changed_source_files, ensure_environment, junit_cases, run_tests
 from patchseries.series import Patch, read_series
-from patchseries.trees import BASE_REF, recording
+from patchseries.trees import BASE_REF, ApplyResult, BaseSource, BaseTree, recording, resolve_source, tool_tree
 
 RUNIF = '''\
 """RunIf for {suite}, written by patchseries because this Lightning base ships no tests/."""

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from patchseries.atomic import write_file
-from patchseries.base import base_worktree
 from patchseries.changed_lines import ChangedLines, added_lines, line_hits, measure, merge
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import add_excludes, git, out
@@ -27,7 +26,7 @@ from patchseries.runner import (
     junit_cases,
     run_tests,
 )
-from patchseries.trees import BASE_REF, recording
+from patchseries.trees import BASE_REF, base_worktree, recording
 
 DEFAULT_VERSIONS = tuple(f"{a}.{b}.{c}" for (a, b), c in TORCH_NEWEST_PATCH.items())  # each minor's newest release
 TABLE_START, TABLE_END = "<!-- matrix:start -->", "<!-- matrix:end -->"

@@ -22,8 +22,6 @@ import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from patchseries.apply import tool_tree
-from patchseries.base import download_sdist, resolve_source, safe_extract
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
 from patchseries.interrupts import stage
@@ -33,7 +31,7 @@ from patchseries.pin import Pin, Standalone
 from patchseries.progress import Log
 from patchseries.runner import find_uv
 from patchseries.series import Patch, crlf_problem, file_sections, fingerprint, has_crlf, section_path
-from patchseries.trees import BASE_REF
+from patchseries.trees import BASE_REF, download_sdist, resolve_source, safe_extract, tool_tree
 
 RECORD_NAME = "patch-series.json"  # in each wheel's .dist-info: importlib.metadata reads it without importing torch
 PROJECT = "lightning-compile-series"  # the record's "project": what marks a wheel as the tool's

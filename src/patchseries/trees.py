@@ -1,42 +1,45 @@
-"""The tool's trees: built fresh for one base and one series, reused or replaced only while exactly as built.
-
-A tree under ``<workdir>/trees/`` is the tool's while it is exactly what the tool built, which the tool can show: the
-record it wrote into the tree's ``.git`` last, in one rename (:class:`Record`: the base's source and commit, the series'
-fingerprint and the head it made), still matches the tree: a real ``.git`` directory, exactly the refs ``base`` and
-``series`` at the recorded commits, ``HEAD`` on ``series``, no commit only in a reflog, no uncommitted file, no
-operation in progress, no linked worktree but the tool's own. Such a tree is reused for the same base and series and
-otherwise replaced by a fresh one (:func:`replace_tree`). Anything else (a person's edit or commit, another branch, a
-stash, a moved or unreadable ``.git``, a folder without a record) is left exactly as it is, and the run stops with one
-line that names it (:func:`changes_since_built`). Nothing is ever force-checked-out, renamed, reset or deleted in a tree
-the tool cannot show it made unchanged.
-"""
+"""The trees: the pinned base (sdist, a person's checkout, only read, or clone) and the series on branch ``series``,
+built in a fresh folder of ``<workdir>/tmp`` (emptied by each run), renamed into place. The tool's tree (``trees/``) is
+reused or replaced only while its record describes it, else left as it is; an edit tree is never written again."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from patchseries import gitcmd, scratch
+from patchseries import gitcmd
 from patchseries.atomic import write_file
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import git, git_path, hidden_files, uncommitted_files
+from patchseries.gitcmd import TOOL_IDENTITY, add_excludes, failure_cause, git, git_path, has_path, out
 from patchseries.interrupts import stage
-from patchseries.paths import kept_path, partial_path, shell
+from patchseries.paths import Workspace, kept_path, remove, shell
+from patchseries.pin import Pin
+from patchseries.progress import Log
+from patchseries.series import Patch, dropped_hunks, fingerprint, keep_cr
 
-RECORD = "patchseries-tree"  # in the tree's .git directory
-BASE_RECORD = "patchseries-base"  # in the .git directory of every tree the tool makes (BaseRecord)
-FILES = "patchseries-files"  # in each worktree's git directory: the untracked files the tool's runs made (digests)
-_OLD_RECORD = "patchseries-applied"  # what versions before the disposable trees wrote: "<fingerprint> <base> <head>"
-BASE_BRANCH = "base"
-BASE_REF = f"refs/heads/{BASE_BRANCH}"  # never a tag or remote ref of the same name
-SERIES_REF = "refs/heads/series"
-# what `git status` cannot show but a person may be in the middle of: what it is, how to finish it, how to abort it
-_IN_PROGRESS = {
+BASE_BRANCH, SERIES_BRANCH = "base", "series"
+BASE_REF, SERIES_REF = f"refs/heads/{BASE_BRANCH}", f"refs/heads/{SERIES_BRANCH}"  # never a tag of the same name
+EDIT_DIR = "edit"
+RECORD = "patchseries-tree"  # in .git of the tool's tree: RECORD_KEYS
+RECORD_KEYS = ("source", "fingerprint", "base", "head")  # BaseSource.key, the series', commits of base and series
+BASE_RECORD = "patchseries-base"  # in .git of every tree the tool makes: BaseRecord
+FILES = "patchseries-files"  # in .git of the tool's tree: the untracked files its runs made, with their digests
+# what building or installing the tree creates: ignored, so that it never makes the tree look modified
+BUILD_ARTIFACTS = ("*.egg-info/", "__pycache__/", "build/", ".pytest_cache/", ".coverage*", "coverage.xml")
+_IN_PROGRESS = {  # what it is, how to finish it, how to abort it
     "rebase-merge": ("a git rebase", "git rebase --continue", "git rebase --abort"),
     "rebase-apply": ("a git am or git rebase", "git am/rebase --continue", "git am/rebase --abort"),
     "MERGE_HEAD": ("a git merge", "git commit", "git merge --abort"),
@@ -44,263 +47,339 @@ _IN_PROGRESS = {
     "REVERT_HEAD": ("a git revert", "git revert --continue", "git revert --abort"),
     "BISECT_LOG": ("a git bisect", "git bisect reset", "git bisect reset"),
 }
-# linked worktrees the tool makes beside a tree (its base checked out, for upstream's gates and the matrix)
-TOOL_WORKTREE_SUFFIXES = ("base", "before-series")
+_MODE_CHANGE = re.compile(r"(?m)^ ?mode change \d{6} => (\d{6}) (.+)$")  # in `git apply --summary`
+_FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
 
 
 @dataclass(frozen=True)
-class Record:
-    """What the tool built in a tree."""
+class BaseTree:
+    path: Path
+    source: str  # "sdist", "checkout" or "git"
 
-    source: str  # where the base came from: "sdist <sha256>", "checkout <path> <commit>", "git <url> <ref>"
-    fingerprint: str  # of the series' patch files (patchseries.series.fingerprint)
-    base: str  # commit of branch base
-    head: str  # commit of branch series, as applied
+    @property
+    def base_commit(self) -> str:
+        return out("rev-parse", BASE_REF, cwd=self.path)
 
-    def write(self, tree: Path) -> None:
-        write_file(tree / ".git" / RECORD, json.dumps(asdict(self), sort_keys=True) + "\n")
+    @property
+    def has_upstream_tests(self) -> bool:  # the base commit's, not the work tree's, which gets the series' tests
+        return has_path(self.path, "tests", BASE_REF)
 
 
 @dataclass(frozen=True)
-class BaseRecord:
-    """What the tool made a tree for (a person's, by ``edit``, or its own): the pin's base
-    (:attr:`patchseries.pin.Pin.identity`) and the series folder, so that ``export`` writes the tree only into a
-    series of that base."""
+class BaseSource:
+    kind: str  # "sdist", "checkout" or "git"
+    tree_name: str  # <workdir>/trees/<tree_name>, <workdir>/edit/<tree_name>
+    key: str  # recorded in the tool's tree: reused only for the same key
+    location: str = ""  # the checkout's path or the clone URL
+    ref: str = ""  # the commit or tag to build from
 
+
+@dataclass(frozen=True)
+class BaseRecord:  # the pin's base and the series folder a tree was made for: export writes it only into such a series
     base: str
     patches: str
 
-    def write(self, tree: Path) -> None:
-        write_file(tree / ".git" / BASE_RECORD, json.dumps(asdict(self), sort_keys=True) + "\n")
-
     @staticmethod
     def read(repo: Path) -> BaseRecord | None:
-        try:
-            common = Path(git("rev-parse", "--git-common-dir", cwd=repo).stdout.strip())
-            fields = json.loads(
-                ((common if common.is_absolute() else repo / common) / BASE_RECORD).read_bytes().decode()
+        common = git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo, check=False).stdout.strip()
+        fields = _read_json(Path(common) / BASE_RECORD, "base", "patches") if common else None
+        return BaseRecord(fields["base"], fields["patches"]) if fields else None
+
+
+@dataclass
+class ApplyResult:
+    tree: Path
+    head: str
+    applied: list[str] = field(default_factory=list)
+    already_present: list[str] = field(default_factory=list)
+    excluded: dict[str, list[str]] = field(default_factory=dict)
+    reused: bool = False
+    where: str = f"branch {SERIES_BRANCH}"
+
+
+def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool, force_base: bool) -> BaseSource:
+    """The base a run uses; a checkout that is not clean or not at the pinned tag (or commit) is refused here."""
+    if checkout is not None:
+        path, head = _checked_checkout(pin, checkout, force_base)
+        return BaseSource("checkout", checkout_tree_name(path), f"checkout {path} {head}", str(path), head)
+    if use_git:
+        ref = pin.commit or pin.tag
+        return BaseSource("git", f"git-{pin.commit[:12] or pin.tag}", f"git {pin.git_url} {ref}", pin.git_url, ref)
+    if not pin.has_sdist:
+        raise SeriesError(
+            f"this series is pinned to upstream commit {pin.commit[:12]}, which no sdist ships; pass --checkout PATH "
+            "(an upstream clone that has it) or --git"
+        )
+    return BaseSource("sdist", f"sdist-{pin.version}", f"sdist {pin.sdist_sha256}")
+
+
+def checkout_tree_name(checkout: Path) -> str:
+    return f"checkout-{hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:8]}"
+
+
+def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path, str]:
+    checkout = checkout.resolve()
+    if not (checkout / ".git").exists():
+        raise SeriesError(f"--checkout {checkout} is not a git checkout")
+    if not gitcmd.is_clean(checkout):
+        raise SeriesError(f"--checkout {checkout} has uncommitted changes; commit or stash them first")
+    head = git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=checkout, check=False).stdout.strip()
+    if not head:
+        wanted = f"the commit {pin.commit[:12]}" if pin.commit else f"the tag {pin.tag}"
+        raise SeriesError(f"--checkout {checkout} has no commits; pass a clone of upstream that has {wanted}")
+    if force_base:
+        return checkout, head
+    if pin.commit:  # a series against an upstream commit: that commit of the clone, wherever HEAD is
+        if not has_path(checkout, "", pin.commit):
+            raise SeriesError(
+                f"--checkout {checkout} does not have the pinned commit {pin.commit[:12]}; fetch it (git fetch "
+                "origin), or pass --force-base to use the clone's HEAD instead"
             )
-            return BaseRecord(str(fields["base"]), str(fields["patches"]))
-        except (OSError, ValueError, KeyError, TypeError, SeriesError):
-            return None
+        return checkout, pin.commit
+    tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=checkout, check=False)
+    if head != tagged.stdout.strip():
+        where = f"tag {pin.tag} is {tagged.stdout[:12]}" if tagged.stdout else f"it has no tag {pin.tag}"
+        raise SeriesError(
+            f"--checkout {checkout} is at {head[:12]}, but {where}; check out {pin.tag} or pass --force-base"
+        )
+    return checkout, head
 
 
-def read_record(tree: Path) -> Record | None:
-    """The record of ``tree``, or None when it has none that this version can read.
+def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
+    """The sdist in ``downloads/``, checked against the pin on every run; downloaded into the run's scratch folder
+    and moved there once its sha256 matches."""
+    target = ws.downloads / pin.sdist_filename
+    for folder in (ws.downloads, ws.scratch):
+        folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ws.scratch) as scratch:
+        sdist = target if target.is_file() else Path(scratch) / pin.sdist_filename
+        if sdist != target:
+            log(f"downloading {pin.sdist_url}")
+            try:
+                with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, sdist.open("xb") as sink:
+                    shutil.copyfileobj(response, sink)
+                    stage("fetch-download")
+            except (urllib.error.URLError, OSError) as exc:
+                raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
+        digest, mismatch = _sha256(sdist), f"sha256 mismatch for {pin.sdist_filename}"
+        if digest != pin.sdist_sha256 and sdist != target:
+            raise SeriesError(f"{mismatch}: expected {pin.sdist_sha256}, got {digest}; refusing to use it")
+        if digest != pin.sdist_sha256:  # kept only after its sha256 matched: another digest is a changed pin or file
+            raise SeriesError(
+                f"{mismatch}: the pin says {pin.sdist_sha256}, the download kept in "
+                f"{target} has {digest}; correct the pin, or if the pin is right, remove that file "
+                f"({shell('rm', target)}) and re-run"
+            )
+        sdist.replace(target)
+    return target
 
-    A tree made by an earlier version has the old record, without the source: unchanged, it is replaced once.
-    """
-    path = tree / ".git" / RECORD
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def safe_extract(archive: Path, dest: Path) -> None:
+    """Unpack ``archive`` into ``dest``; an entry that would land outside it, a link or a ``.git`` is refused."""
     try:
-        fields = json.loads(path.read_bytes().decode())
-        return Record(**{key: str(fields[key]) for key in ("source", "fingerprint", "base", "head")})
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                target = (dest / member.name).resolve()
+                if not target.is_relative_to(dest.resolve()) or member.issym() or member.islnk():
+                    raise SeriesError(f"{archive.name} contains an unsafe entry {member.name!r}")
+                if ".git" in Path(member.name).parts:  # its config would be the tree's, and run its commands
+                    raise SeriesError(f"{archive.name} contains a git directory entry {member.name!r}; refusing it")
+                # never the packager's ids: run as root, tarfile would chown to them, and git refuses the tree
+                member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, filter="data")
+            else:  # pragma: no cover - Python without extraction filters; members were checked above
+                tar.extractall(dest)  # noqa: S202
+    except tarfile.TarError as exc:
+        raise SeriesError(f"{archive.name} is not a readable tar archive: {exc}") from None
+
+
+def build_base(ws: Workspace, pin: Pin, source: BaseSource, work: Path, log: Log) -> BaseTree:
+    """A fresh repository inside the scratch folder ``work``, branch ``base`` checked out and no other ref."""
+    if source.kind == "sdist":
+        archive = download_sdist(ws, pin, log)
+        log(f"making the base repository from {archive.name}")
+        (work / "sdist").mkdir()
+        safe_extract(archive, work / "sdist")
+        stage("fetch-unpacked")
+        repo = work / "sdist" / pin.sdist_root
+        if not repo.is_dir():
+            raise SeriesError(
+                f"{archive.name} has no top-level folder {pin.sdist_root!r}; check [sdist].root in the pin"
+            )
+        for egg_info in repo.glob("src/*.egg-info"):
+            shutil.rmtree(egg_info)
+        _init_fixed_commit(repo, pin)
+        commit = out("rev-parse", "HEAD", cwd=repo)
+        if pin.base_commit and commit != pin.base_commit:
+            raise SeriesError(
+                f"the sdist gave base commit {commit[:12]}, the pin expects {pin.base_commit[:12]}; the sdist or the "
+                "base recipe changed, update [sdist].base_commit only if that is intended"
+            )
+    else:
+        repo, network = work / "clone", source.kind == "git"
+        # a full clone of a pinned commit (not every host serves one by name shallowly); a tag's, one commit deep
+        shallow = ["--depth", "1", "--branch", pin.tag] if network and not pin.commit else []
+        log(f"cloning {source.location} at {source.ref[:12]}" + " (read-only for the original)" * (not network))
+        try:  # over the network with the person's configuration (a proxy, url.insteadOf), as their own git would
+            git("clone", "--quiet", "--no-checkout", *shallow, "--", source.location, repo, user_config=network)
+        except SeriesError as exc:
+            if network:
+                raise SeriesError(f"cannot clone {source.location} (is it reachable from here?): {exc}") from None
+            raise
+        git("checkout", "--quiet", "-B", BASE_BRANCH, "HEAD" if shallow else source.ref, cwd=repo)
+        refs = [ref for ref in out("for-each-ref", "--format=%(refname)", cwd=repo).splitlines() if ref != BASE_REF]
+        git("update-ref", "--no-deref", "--stdin", cwd=repo, stdin="".join(f"delete {ref}\n" for ref in refs))
+    add_excludes(repo, BUILD_ARTIFACTS)
+    return BaseTree(repo, source.kind)
+
+
+def _init_fixed_commit(repo: Path, pin: Pin) -> None:
+    date = f"{pin.release_date}T00:00:00+0000"
+    env = {**TOOL_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    git("init", "--quiet", cwd=repo)
+    git("add", "--all", "--force", ".", cwd=repo)
+    message = f"{pin.name} {pin.version} from {pin.sdist_filename}\n\nsha256: {pin.sdist_sha256}\n"
+    git("commit", "--quiet", "--no-verify", "-m", message, cwd=repo, env=env)
+    git("branch", "-M", BASE_BRANCH, cwd=repo)
+
+
+def tool_tree(
+    ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log
+) -> tuple[BaseTree, ApplyResult]:
+    """The tool's tree of ``source`` with ``patches`` applied on branch ``series``: reused, replaced or made."""
+    tree = ws.trees / source.tree_name
+    if source.kind == "sdist":  # the pinned sha256 is checked on every run, also when the tree is reused
+        download_sdist(ws, pin, log)
+    if tree.exists() or tree.is_symlink():
+        why = changes_since_built(tree)
+        if why is not None:
+            kept = kept_path(tree)
+            raise SeriesError(
+                f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it "
+                f"away ({shell('mv', tree, kept)}){_commits_remedy(ws, pin, patches, source, kept)}, and re-run; "
+                "nothing was changed"
+            )
+        record = _read_json(tree / ".git" / RECORD)
+        if (record["source"], record["fingerprint"]) == (source.key, fingerprint(patches)):
+            log(f"series already applied on {tree} (branch {SERIES_BRANCH}); reusing it")
+            return BaseTree(tree, source.kind), ApplyResult(tree=tree, head=record["head"], reused=True)
+        log(f"{tree} holds another base or series, unchanged since the tool built it: building a fresh one")
+    return BaseTree(tree, source.kind), _build(ws, pin, patches, source, tree, log)
+
+
+def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log) -> Path:
+    """A new tree for a person to change the series in; the tool never writes it again (``export`` reads it)."""
+    tree = ws.workdir / EDIT_DIR / source.tree_name
+    if tree.exists() or tree.is_symlink():
+        raise SeriesError(
+            f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it "
+            f"({ws.command('export', '--tree', tree)}), or move it away ({shell('mv', tree, kept_path(tree))}) to make "
+            "a fresh one"
+        )
+    _build(ws, pin, patches, source, tree, log)
+    log(f"made {tree}: branch {SERIES_BRANCH} is base + the series; change it (git rebase -i base), then export it")
+    return tree
+
+
+def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tree: Path, log: Log) -> ApplyResult:
+    """Build base and series in a fresh scratch folder and rename it to ``tree`` (the tool's tree there goes too)."""
+    ws.scratch.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=ws.scratch, prefix=f"{tree.name}-"))
     try:
-        old = (tree / ".git" / _OLD_RECORD).read_bytes().decode().split()
-    except (OSError, ValueError):
-        return None
-    return Record("", old[0], old[1], old[2]) if len(old) == 3 else None
+        base = build_base(ws, pin, source, work, log)
+        result = apply_series(base, patches, pin, log)
+        _write_json(base.path, BASE_RECORD, {"base": pin.identity, "patches": str(ws.patches)})
+        if tree.parent == ws.trees:  # the tool's own
+            record = (source.key, fingerprint(patches), base.base_commit, result.head)
+            _write_json(base.path, RECORD, dict(zip(RECORD_KEYS, record, strict=True)))
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        if old := tree.exists() or tree.is_symlink():
+            tree.rename(work / "old")
+        try:
+            stage("replace-between-renames")
+            base.path.rename(tree)
+        except BaseException:
+            if old and not tree.exists():
+                (work / "old").rename(tree)
+            raise
+    except OSError as exc:  # a full disk names no file: the tree it was building is the path to check
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(tree)) from exc
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # what is left, the next run's scratch clean-up removes
+    result.tree = tree
+    return result
 
 
 def changes_since_built(tree: Path) -> str | None:
-    """None when ``tree`` is exactly what the tool built (see the module's docstring); else what differs, in words."""
-    if tree.is_symlink() or not tree.is_dir():
-        return "it is not a folder the tool made"
-    dot_git = tree / ".git"
-    if dot_git.is_symlink() or not dot_git.is_dir():
-        return "its .git is missing or is not a directory"
-    record = read_record(tree)
+    """None when ``tree`` is as the tool built it, else what is not, in words."""
+    record = _read_json(tree / ".git" / RECORD, *RECORD_KEYS)
     if record is None:
         return f"it has no readable record of what the tool built (.git/{RECORD})"
-    try:
-        refuse_operation_in_progress(tree)
-    except SeriesError as exc:
-        return str(exc).split(";")[0]
-    refs = git("for-each-ref", "--format=%(refname) %(objectname)", cwd=tree, check=False)
-    if refs.returncode != 0:
-        return "git cannot read it"
-    found = dict(line.split(" ", 1) for line in refs.stdout.splitlines() if " " in line)
-    expected = {BASE_REF: record.base, SERIES_REF: record.head}
+    refs = git("for-each-ref", "--format=%(refname) %(objectname)", cwd=tree, check=False).stdout  # "": unreadable
+    head = git("symbolic-ref", "--quiet", "HEAD", cwd=tree, check=False).stdout  # "": detached
+    found = dict(line.split(" ", 1) for line in f"{refs}HEAD {head}".splitlines())
+    expected = {BASE_REF: record["base"], SERIES_REF: record["head"], "HEAD": SERIES_REF}
     if found != expected:
-        differing = sorted(ref for ref in found.keys() | expected.keys() if found.get(ref) != expected.get(ref))
-        return f"its refs changed ({', '.join(differing)})"
-    head = git("symbolic-ref", "--quiet", "HEAD", cwd=tree, check=False).stdout.strip()
-    if head != SERIES_REF:
-        return f"HEAD is {head or 'detached'}, not {SERIES_REF}"
-    try:  # the person's global gitignore is not the tool's: a file of theirs it hides would go with the tree
-        edited = uncommitted_files(tree, own_ignores_only=True)
-    except SeriesError:
-        return "git cannot read its work tree"
-    if edited:
-        shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
-        return f"{len(edited)} uncommitted file{'s' if len(edited) > 1 else ''} ({shown})"
-    hidden = hidden_files(tree)  # the tool marks none; an edit to one is invisible to `git status`
-    if hidden:
-        shown = ", ".join(hidden[:3]) + (", ..." if len(hidden) > 3 else "")
-        return f"{len(hidden)} file{'s' if len(hidden) > 1 else ''} marked assume-unchanged or skip-worktree ({shown})"
-    linked = linked_worktrees(tree)
-    others = [path for path in linked if path not in tool_worktrees(tree)]
-    if others:
-        return f"a linked worktree, {others[0]}"
-    for worktree in [tree, *linked]:
-        unrecorded = unrecorded_files(worktree)
-        if unrecorded:
-            shown = ", ".join(unrecorded[:3]) + (", ..." if len(unrecorded) > 3 else "")
-            where = "" if worktree == tree else f" in its worktree {worktree}"
-            return f"{len(unrecorded)} file{'s' if len(unrecorded) > 1 else ''}{where} the tool did not make ({shown})"
-    edited_worktrees = [path for path in linked if uncommitted_files(path)]
-    if edited_worktrees:
-        return f"its worktree {edited_worktrees[0]} has uncommitted files"
-    moved = [path for path in linked if worktree_moved(tree, path)]
-    if moved:
-        return f"its worktree {moved[0]} is not detached at branch base (a commit or checkout of yours?)"
-    # a commit of a person's that a reset or a checkout left behind is theirs still, in the reflogs of every worktree
-    reflogged = git("rev-list", "--reflog", "--not", BASE_REF, SERIES_REF, cwd=tree, check=False).stdout.split()
-    if reflogged:
-        return f"{len(reflogged)} commit(s) only in its reflog ({reflogged[0][:12]}: yours, reset or checked out away?)"
+        changed = sorted(ref for ref in found.keys() | expected.keys() if found.get(ref) != expected.get(ref))
+        return f"its refs changed ({', '.join(changed)})"
+    linked = [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]
+    if linked:
+        return f"a linked worktree, {linked[0]}"
+    recorded = _read_json(tree / ".git" / FILES) or {}
+    added = [name for name, digest in _untracked(tree).items() if recorded.get(name) != digest]
+    # the person's global gitignore is not the tool's; an edit to a file marked assume-unchanged is not in `git status`
+    files = sorted({*gitcmd.uncommitted_files(tree, own_ignores_only=True), *gitcmd.hidden_files(tree), *added})
+    if files:
+        shown = ", ".join(files[:3]) + ", ..." * (len(files) > 3)
+        return f"{len(files)} uncommitted file{'s' * (len(files) > 1)} ({shown})"
     return None
 
 
-def worktree_moved(tree: Path, worktree: Path) -> bool:
-    """Whether a worktree the tool made beside ``tree`` (detached at branch ``base``) has moved: a commit made there,
-    or a checkout, which removing the worktree would lose."""
-    head = git("rev-parse", "--verify", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
-    base = git("rev-parse", "--verify", "--quiet", BASE_REF, cwd=tree, check=False).stdout.strip()
-    on_branch = git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).returncode == 0
-    return on_branch or not head or head != base
-
-
-def unrecorded_files(worktree: Path) -> list[str]:
-    """The untracked files of ``worktree``, ignored ones included, that the tool's runs did not make: not in the list
-    :func:`record_files` wrote, or changed since. A build artifact's name (``build/``, ``.coverage*``) says nothing of
-    who made the file (a person's ``build/`` must not go with the tree); the list does."""
-    recorded_at = git_path(worktree, FILES)
-    try:
-        recorded = json.loads(recorded_at.read_bytes().decode()) if recorded_at.is_file() else {}
-    except ValueError:
-        recorded = {}
-    return [name for name, digest in _untracked_files(worktree).items() if recorded.get(name) != digest]
-
-
-def record_files(tree: Path) -> None:
-    """Record the untracked files of ``tree`` and its worktrees (the acceptance suite's copies, the harness, what
-    installing and testing made) as the tool's: called when a run that found the tree as built is done writing it."""
-    for worktree in gitcmd.worktrees(tree):
-        write_file(git_path(worktree, FILES), json.dumps(_untracked_files(worktree), sort_keys=True) + "\n")
+def _untracked(tree: Path) -> dict[str, str]:  # every untracked file, ignored ones too, with its content's digest
+    names = filter(None, git("ls-files", "--others", "-z", cwd=tree).stdout.split("\0"))
+    return {name: _sha256(tree / name) if (tree / name).is_file() else "" for name in names}
 
 
 @contextmanager
 def recording(tree: Path) -> Iterator[None]:
-    """Around the stages that write into the tool's ``tree``: what they made is recorded however they end."""
+    """Around the stages that write into the tool's ``tree``: the untracked files there when they end are the tool's."""
     try:
         yield
     finally:
-        record_files(tree)
+        _write_json(tree, FILES, _untracked(tree))
 
 
-def _untracked_files(worktree: Path) -> dict[str, str]:
-    """Every untracked file (ignored ones included) with a digest of its content; a folder git lists as one entry
-    (a nested repository) or a link by what it is."""
-    names = git("ls-files", "--others", "-z", cwd=worktree).stdout.split("\0")
-    return {name: _digest(worktree / name) for name in names if name}
-
-
-def _digest(path: Path) -> str:
-    if path.is_symlink():
-        return f"link {os.readlink(path)}"
+def _read_json(path: Path, *keys: str) -> Any:  # None if unreadable, or if it lacks one of the string ``keys``
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return "unreadable"
+        fields = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    valid = isinstance(fields, dict) and all(isinstance(fields.get(key), str) for key in keys)
+    return fields if valid or not keys else None
 
 
-def refuse_unless_built(tree: Path, why: str, export: Callable[[Path], str] | None = None) -> None:
-    """Stop, naming ``tree`` and ``why`` it is not the tool's to reuse or replace, and where to move it
-    (:func:`patchseries.paths.kept_path`, a free name); ``export``: what to do with the commits of the tree moved
-    there (its commands with the run's own options), when it may hold commits."""
-    kept = kept_path(tree)  # once: the export must read the folder the move makes
-    then = f", and {export(kept)}" if export is not None else ""
-    raise SeriesError(
-        f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it away "
-        f"({shell('mv', tree, kept)}){then}, and re-run; nothing was changed"
-    )
+def _write_json(repo: Path, name: str, value: object) -> None:
+    write_file(repo / ".git" / name, json.dumps(value, sort_keys=True) + "\n")
 
 
-def linked_worktrees(tree: Path) -> list[Path]:
-    """The linked worktrees of ``tree``'s repository (not ``tree`` itself)."""
-    return [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]
-
-
-def tool_worktrees(tree: Path) -> list[Path]:
-    """Where the tool checks out a tree's base beside it (see :func:`patchseries.base.base_worktree`)."""
-    return [tree.with_name(f"{tree.name}-{suffix}").resolve() for suffix in TOOL_WORKTREE_SUFFIXES]
-
-
-def replace_tree(tree: Path, built: Path) -> None:
-    """Put the freshly built ``built`` at ``tree``, whose old content (if any) was shown to be the tool's unchanged.
-
-    The tool's worktrees of the old tree go first, each only while clean. An interrupt between the renames puts the old
-    tree back; a SIGKILL there leaves it under ``<tree>.old`` (claimed as that very folder) and no tree: the next run
-    removes it and builds afresh.
-    """
-    if tree.exists() or tree.is_symlink():
-        for worktree in tool_worktrees(tree):
-            remove_tool_worktree(tree, worktree)
-    old = tree.with_name(tree.name + ".old")
-    moved = False
-    try:
-        if tree.exists() or tree.is_symlink():
-            scratch.claim(old, moving_here=tree)
-            tree.rename(old)
-            moved = True
-        stage("replace-between-renames")
-        scratch.move_out(built, tree)
-    except BaseException:  # an interrupt (or a failure) between the renames: the old tree goes back in place
-        if moved and old.exists() and not (tree.exists() or tree.is_symlink()):
-            old.rename(tree)
-        scratch.release(old)
-        raise
-    if moved:  # only what this run moved there: a person's folder at <tree>.old, with no tree before, is theirs
-        scratch.remove(old)
-
-
-def remove_tool_worktree(tree: Path, worktree: Path) -> None:
-    """Remove one of the tool's worktrees of ``tree``: refused if it has uncommitted files (a person's edits)."""
-    git("worktree", "prune", cwd=tree, check=False)  # forgets worktrees whose folder is gone
-    if not (worktree.exists() or worktree.is_symlink()):
-        return
-    if worktree.is_symlink() or worktree.resolve() not in linked_worktrees(tree):
-        refuse_unless_built(worktree, f"it is not a worktree of {tree}")
-    if uncommitted_files(worktree):
-        refuse_unless_built(worktree, "it has uncommitted files")
-    if worktree_moved(tree, worktree):
-        refuse_unless_built(worktree, "it is not detached at branch base (a commit or checkout of yours?)")
-    git("worktree", "remove", "--force", worktree, cwd=tree)
-
-
-def building_path(tree: Path) -> Path:
-    """Where a tree is built before it is renamed into place (after :func:`remove_leftovers`), claimed."""
-    remove_leftovers(tree)
-    return scratch.claim(partial_path(tree))
-
-
-def remove_leftovers(tree: Path) -> None:
-    """What a SIGKILLed run can leave beside ``tree`` under the tool's names (the half-built tree, the sdist unpacked
-    beside it, an old tree between two renames): removed at the start of every run on ``tree`` (see
-    :mod:`patchseries.scratch`: only what the tool claimed)."""
-    building = partial_path(tree)
-    for leftover in (building, unpack_path(building)):
-        scratch.remove_leftover(leftover)
-    old = tree.with_name(tree.name + ".old")
-    # the old tree of a killed replace is removed only while still as built: a commit made in it since is kept
-    if not (old.exists() or old.is_symlink()) or changes_since_built(old) is None:
-        scratch.remove_leftover(old)
-
-
-def unpack_path(building: Path) -> Path:
-    """Where the sdist is unpacked before it becomes ``building``."""
-    return building.with_name(building.name + ".unpack")
+def _commits_remedy(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, kept: Path) -> str:
+    tree = ws.trees / source.tree_name
+    head = (_read_json(tree / ".git" / RECORD, "head") or {}).get("head", "")
+    if not head or not git("rev-list", f"{head}..{SERIES_REF}", cwd=tree, check=False).stdout.strip():
+        return ""
+    if source.kind == "sdist" and dropped_hunks(tree, BASE_REF, patches, pin.sdist_lacks):  # export would drop them
+        return (
+            ", where your commits stay: the sdist lacks files the series changes, so cherry-pick them onto an edit "
+            f"tree of upstream's tag ({ws.command('edit', '--git')}) to export them"
+        )
+    return f", and export your commits from there ({ws.command('export', '--tree', kept)})"
 
 
 def refuse_operation_in_progress(repo: Path) -> None:
@@ -311,3 +390,61 @@ def refuse_operation_in_progress(repo: Path) -> None:
                 raise SeriesError(
                     f"{what} is in progress in {worktree}; finish it ({finish}) or abort it ({abort}), then re-run"
                 )
+
+
+def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> ApplyResult:
+    """Apply ``patches`` on branch ``series`` of the fresh repository ``base``; raise if one does not apply."""
+    repo = base.path
+    result = ApplyResult(tree=repo, head="")
+    git("checkout", "--quiet", "-b", SERIES_BRANCH, BASE_REF, cwd=repo)
+    for patch in patches:
+        # the hunks for files the sdist lacks (upstream docs and tests) and no earlier patch added
+        lacking = [path for path in patch.touched_existing if path.startswith(pin.sdist_lacks)]
+        excludes = [path for path in lacking if base.source == "sdist" and not has_path(repo, path)]
+        if excludes:
+            result.excluded[patch.name] = excludes
+            log(f"{patch.name}: excluding {', '.join(excludes)} (not shipped in the {base.source} base)")
+        if len(excludes) == len(patch.changes):
+            continue
+        options = [f"--exclude={path}" for path in excludes]
+        # present already: its reverse applies, and the file modes it sets (which that check ignores) are the base's
+        reverse = git("apply", "--check", "--reverse", *options, patch.path, cwd=repo, check=False).returncode == 0
+        modes = _MODE_CHANGE.findall(out("apply", "--summary", *options, patch.path, cwd=repo)) if reverse else []
+        if reverse and all(out("ls-tree", "HEAD", "--", path, cwd=repo).startswith(mode) for mode, path in modes):
+            log(f"{patch.name}: already present in the base, skipped")
+            result.already_present.append(patch.name)
+            continue
+        # no hooks: a person's global core.hooksPath must not veto or rewrite the tool's commits
+        proc = git(
+            "-c", "core.hooksPath=/dev/null", "am", "--3way", "--committer-date-is-author-date", *keep_cr(patch.path),
+            *options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            where = ", ".join(failed_files(repo, proc)) or failure_cause(proc).rstrip(".")
+            raise SeriesError(f"{patch.name} does not apply: {where}; nothing was applied and no tree was changed")
+        result.applied.append(patch.name)
+        log(f"applied {patch.name}")
+    result.head = out("rev-parse", "HEAD", cwd=repo)
+    return result
+
+
+def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The files a failed ``git am`` names: unmerged after a three-way merge, or reported by ``git apply``."""
+    unmerged = out("diff", "--name-only", "--diff-filter=U", cwd=repo).splitlines()
+    reported = {match.group(1) for match in _FAILED_FILE.finditer(proc.stdout + proc.stderr)}
+    return sorted(set(unmerged) | reported)
+
+
+def abort_am(repo: Path) -> None:
+    """Undo a stopped ``git am`` in a scratch clone of the tool's: back to a clean tree at the commit before it."""
+    git("am", "--quit", cwd=repo, env=TOOL_IDENTITY)
+    git("reset", "--quiet", "--hard", cwd=repo, env=TOOL_IDENTITY)
+
+
+def base_worktree(ws: Workspace, repo: Path, suffix: str = "base") -> Path:
+    """A fresh worktree of ``repo``'s base commit in the run's scratch folder, which goes with that folder."""
+    worktree = ws.scratch / f"{repo.name}-{suffix}"
+    remove(worktree)
+    git("worktree", "prune", cwd=repo)  # forgets the worktrees whose folder went with an earlier run's scratch
+    git("worktree", "add", "--quiet", "--detach", worktree, BASE_REF, cwd=repo)
+    return worktree

@@ -18,8 +18,6 @@ from packaging.utils import canonicalize_name
 
 from patchseries import release
 from patchseries import runner as env
-from patchseries.apply import tool_tree
-from patchseries.base import resolve_source
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
 from patchseries.job import RUNIF, is_test_module, source_files
@@ -28,7 +26,7 @@ from patchseries.progress import Log
 from patchseries.release import RECORD_NAME, SERIES_REF, PackageMapping, WheelPin, replace_imports, wheel_prefix
 from patchseries.runner import run_tests
 from patchseries.series import Patch, file_sections, hunks, section_path
-from patchseries.trees import BASE_REF
+from patchseries.trees import BASE_REF, resolve_source, tool_tree
 
 MIN_LINE = 12  # characters of a looked-up line: shorter ones (``return x``) are in many files
 _INFO_SCRIPT = """\
