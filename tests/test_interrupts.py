@@ -115,17 +115,6 @@ def test_an_interrupt_between_the_two_renames_puts_the_old_tree_back(synthetic, 
     assert git(tree, "rev-parse", "series") == head
 
 
-def test_a_second_interrupt_never_cuts_the_first_ones_clean_up_short(synthetic, tmp_path):
-    stages = "fetch-unpacked:SIGINT,scratch-remove:SIGINT"
-
-    proc = run_signalled(synthetic, tmp_path, stages, "apply", "--workdir", str(synthetic.ws.workdir))
-
-    assert proc.returncode == 130, proc.stderr
-    left = sorted(p.name for p in synthetic.ws.trees.iterdir()) if synthetic.ws.trees.exists() else []
-    assert left == []  # no half-built tree
-    assert not (synthetic.ws.workdir / "tmp").exists()
-
-
 def test_a_signal_after_the_work_is_done_changes_nothing(synthetic, tmp_path):
     commit(
         synthetic.tree, {"src/fakelib/core.py": "def answer():\n    return 49\n"}, "Change\n\nUpstream-Status: Pending"

@@ -11,7 +11,6 @@ import sys
 import pytest
 
 from conftest import cli, commit, git, one_error
-from patchseries import scratch
 from patchseries.errors import SeriesError
 from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.lock import LOCK_NAME, workdir_lock
@@ -116,12 +115,3 @@ def test_a_killed_runs_lock_and_scratch_never_refuse_the_next_run(synthetic, tmp
 
     assert proc.returncode == 0, proc.stderr
     assert not synthetic.ws.scratch.exists()
-
-
-def test_a_scratch_folder_is_fresh_under_the_work_directory_and_goes_on_leaving(tmp_path):
-    with scratch.directory(tmp_path / "work") as first, scratch.directory(tmp_path / "work") as second:
-        assert first.parent == second.parent == tmp_path / "work" / "tmp"
-        assert first != second
-        (first / "built").write_text("x")
-    assert not first.exists()
-    assert not second.exists()

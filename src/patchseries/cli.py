@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -146,8 +145,6 @@ def _lock(args: argparse.Namespace, ws: Workspace, held: ExitStack) -> None:
     if args.command != "status" and not getattr(args, "onto", None):
         given_as = WORKDIR_ENV if args.workdir is None and os.environ.get(WORKDIR_ENV) else "--workdir"
         held.enter_context(workdir_lock(ws.workdir, f"patchseries {args.command}", given_as))
-        shutil.rmtree(ws.scratch, ignore_errors=True)
-        held.callback(shutil.rmtree, ws.scratch, ignore_errors=True)
     written = {"export": ws.patches, "forward": getattr(args, "to", None) or ws.patches / FORWARD_DIR}.get(args.command)
     if written is not None and written.is_dir():
         held.enter_context(series_lock(written))

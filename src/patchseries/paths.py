@@ -72,7 +72,7 @@ class Workspace:
     trees = _Under("workdir", "trees")
     venvs = _Under("workdir", "venvs")
     reports = _Under("workdir", "reports")
-    scratch = _Under("workdir", "tmp")  # the runs' temporary folders: see patchseries.scratch
+    scratch = _Under("workdir", "tmp")  # the runs' temporary folders: emptied by the work directory's lock
 
     @property
     def acceptance(self) -> Path:
