@@ -83,7 +83,8 @@ def test_failing_patch_is_named_and_leaves_no_tree(synthetic):
 
 
 def test_leftovers_of_a_killed_run_are_removed_by_the_next_run(synthetic):
-    """A run killed (SIGKILL) while building leaves its scratch folder in ``<workdir>/tmp``: the next run removes it."""
+    """A run killed (SIGKILL) while building leaves its scratch in ``<workdir>/patchseries-tmp``: the next run removes
+    it."""
     leftover = synthetic.ws.scratch / "sdist-1.0-killed"
     leftover.mkdir(parents=True)
     (leftover / "junk").write_text("left by a killed run")

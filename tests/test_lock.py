@@ -102,7 +102,7 @@ def test_a_link_at_the_locks_path_never_has_its_target_truncated(synthetic, tmp_
 
 
 def test_a_killed_runs_lock_and_scratch_never_refuse_the_next_run(synthetic, tmp_path):
-    """The kernel drops a killed run's lock; what it left in ``<workdir>/tmp`` goes with the next run."""
+    """The kernel drops a killed run's lock; what it left in ``<workdir>/patchseries-tmp`` goes with the next run."""
     env = {**os.environ, SIGNAL_AT_ENV: "fetch-unpacked:SIGKILL"}
     options = ["--patches", str(synthetic.ws.patches), "--workdir", str(synthetic.ws.workdir)]
     killed = subprocess.run([sys.executable, "-m", "patchseries", "fetch", *options], env=env, check=False)
@@ -115,3 +115,15 @@ def test_a_killed_runs_lock_and_scratch_never_refuse_the_next_run(synthetic, tmp
 
     assert proc.returncode == 0, proc.stderr
     assert not synthetic.ws.scratch.exists()
+
+
+def test_a_persons_tmp_folder_in_the_work_directory_is_kept(tmp_path):
+    """A work directory may be a folder of the person's (``--workdir ~``): only the tool's scratch name is emptied."""
+    mine = tmp_path / "home" / "tmp" / "notes.txt"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("mine\n")
+
+    with workdir_lock(tmp_path / "home", "patchseries check"):
+        pass
+
+    assert mine.read_text() == "mine\n"

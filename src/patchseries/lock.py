@@ -17,9 +17,10 @@ from pathlib import Path
 
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
+from patchseries.paths import SCRATCH
 
 LOCK_NAME = "patchseries.lock"
-_WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs", LOCK_NAME, "tmp")  # what it writes
+_WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs", LOCK_NAME, SCRATCH)  # what it writes
 
 
 class Lock:
@@ -69,8 +70,8 @@ def hold(path: Path, refusal: Callable[[str], str], *, file: bool = False, make:
 
 @contextmanager
 def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Iterator[None]:
-    """Hold the work directory's lock, naming the run (``what``). Its holder owns the scratch folder ``<workdir>/tmp``
-    (:mod:`patchseries.scratch`): emptied when taken (of what a killed run left) and when released."""
+    """Hold the work directory's lock, naming the run (``what``). Its holder owns the scratch folder
+    ``<workdir>/patchseries-tmp``: emptied when taken (of what a killed run left) and when released."""
     _refuse_unless_ignored(workdir, given_as)
     path = workdir / LOCK_NAME
 
@@ -84,11 +85,11 @@ def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Itera
         assert lock.fd is not None
         os.ftruncate(lock.fd, 0)
         os.write(lock.fd, f"pid {os.getpid()}: {what}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
-        shutil.rmtree(workdir / "tmp", ignore_errors=True)
+        shutil.rmtree(workdir / SCRATCH, ignore_errors=True)
         try:
             yield
         finally:
-            shutil.rmtree(workdir / "tmp", ignore_errors=True)
+            shutil.rmtree(workdir / SCRATCH, ignore_errors=True)
 
 
 @contextmanager

@@ -19,6 +19,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout this package 
 WORKDIR_ENV = "PATCHSERIES_WORKDIR"
 SERIES_DIR = "patches"
 ACCEPTANCE_DIR = "acceptance"
+SCRATCH = "patchseries-tmp"  # a name no person gives a folder: the lock's holder empties it
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -72,7 +73,7 @@ class Workspace:
     trees = _Under("workdir", "trees")
     venvs = _Under("workdir", "venvs")
     reports = _Under("workdir", "reports")
-    scratch = _Under("workdir", "tmp")  # the runs' temporary folders: emptied by the work directory's lock
+    scratch = _Under("workdir", SCRATCH)  # the runs' temporary folders: emptied by the work directory's lock
 
     @property
     def acceptance(self) -> Path:

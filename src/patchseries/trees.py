@@ -1,6 +1,7 @@
 """The trees: the pinned base (sdist, a person's checkout, only read, or clone) and the series on branch ``series``,
-built in a fresh folder of ``<workdir>/tmp`` (emptied by each run), renamed into place. The tool's tree (``trees/``) is
-reused or replaced only while its record describes it, else left as it is; an edit tree is never written again."""
+built in a fresh folder of ``<workdir>/patchseries-tmp`` (emptied by each run), renamed into place. The tool's tree
+(``trees/``) is reused or replaced only while its record describes it, else left as it is; an edit tree is never
+written again."""
 
 from __future__ import annotations
 
