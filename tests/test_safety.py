@@ -177,6 +177,24 @@ def test_a_linked_worktree_with_an_edit_a_commit_or_a_rebase_stopped_is_refused_
     assert snapshot(beside) == before
 
 
+@pytest.mark.parametrize("leave", [["reset", "-q", "--hard", "HEAD~1"], ["checkout", "-q", "series"]])
+def test_a_commit_only_in_the_tools_trees_reflog_is_refused_and_kept(synthetic, leave):
+    """A commit reset away, or made on a detached HEAD and left: git keeps it in the reflog, so the tree is refused."""
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    if leave[0] == "checkout":
+        git(tree, "checkout", "-q", "--detach")
+    commit(tree, {CORE: "def answer():\n    return 7  # mine\n"}, "Mine")
+    mine = git(tree, "rev-parse", "HEAD")
+    git(tree, *leave)
+    change_patches(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("apply"))
+
+    assert f"only in its reflog ({mine[:12]})" in error
+    assert git(tree, "cat-file", "-t", mine) == "commit"
+
+
 def test_the_edit_tree_is_the_persons_and_never_written_again(synthetic):
     """`edit` makes a tree once; `apply`, `test` and `edit` itself never write it; `export` reads it."""
     _edit(synthetic.tree)

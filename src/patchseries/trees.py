@@ -295,7 +295,8 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
         base = build_base(ws, pin, source, work, log)
         result = apply_series(base, patches, pin, log)
         _write_json(base.path, BASE_RECORD, {"base": pin.identity, "patches": str(ws.patches)})
-        if tree.parent == ws.trees:  # the tool's own
+        if tree.parent == ws.trees:  # the tool's own; from now on a reflog entry is the person's
+            git("reflog", "expire", "--expire=now", "--all", cwd=base.path)
             record = (source.key, fingerprint(patches), base.base_commit, result.head)
             _write_json(base.path, RECORD, dict(zip(RECORD_KEYS, record, strict=True)))
         tree.parent.mkdir(parents=True, exist_ok=True)
@@ -333,6 +334,10 @@ def changes_since_built(tree: Path) -> str | None:
     linked = [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]
     if linked:
         return f"a linked worktree, {linked[0]}"
+    # a commit the person made and then reset or checked out away: git keeps it in the reflog, and so does the tool
+    reflog_only = git("rev-list", "--reflog", "--not", BASE_REF, SERIES_REF, cwd=tree, check=False).stdout.split()
+    if reflog_only:
+        return f"{len(reflog_only)} commit{'s' * (len(reflog_only) > 1)} only in its reflog ({reflog_only[0][:12]})"
     recorded = _read_json(tree / ".git" / FILES) or {}
     added = [name for name, digest in _untracked(tree).items() if recorded.get(name) != digest]
     # the person's global gitignore is not the tool's; an edit to a file marked assume-unchanged is not in `git status`
