@@ -820,6 +820,21 @@ def test_export_refuses_to_lose_a_change_git_does_not_hold_and_its_remedy_commit
     assert git(patches, "show", f"HEAD:{mine.name}") == data.decode().rstrip("\n")  # git holds their bytes
 
 
+def test_a_link_to_a_hand_edited_patch_is_no_copy_of_it(synthetic):
+    """A link in patches/ to the patch at stake holds no bytes of its own: the hand edit is still refused, and kept."""
+    patches = synthetic.ws.patches
+    _in_git(patches)
+    commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    edited = _mine(patches, "a hand edit")
+    (patches / "current.patch").symlink_to(edited.name)
+    data = edited.read_bytes()
+
+    error = one_error(synthetic.run("export"))
+
+    assert f"export would overwrite or remove {edited}" in error
+    assert edited.read_bytes() == data
+
+
 def test_export_replaces_what_the_last_export_wrote_and_what_git_holds(synthetic):
     patches = synthetic.ws.patches
     _in_git(patches)

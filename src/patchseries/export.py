@@ -165,7 +165,9 @@ def _refuse_losing(folder: Path, staging: Path, written: list[str], removed: lis
     record = (folder / RECORD).read_text(errors=ENCODING_ERRORS) if (folder / RECORD).is_file() else ""
     for blob, _, name in (line.partition(" ") for line in record.splitlines()):
         held.setdefault(name, set()).add(blob)
-    kept = {_blob(p.read_bytes()) for p in folder.iterdir() if p.name not in at_stake and p.is_file()}
+    # a copy beside it holds a person's bytes; a link to the file at stake holds nothing of its own
+    others = [p for p in folder.iterdir() if p.name not in at_stake and p.is_file() and not p.is_symlink()]
+    kept = {_blob(p.read_bytes()) for p in others}
     lost = []
     for name in at_stake:
         if not (folder / name).is_file():

@@ -191,7 +191,7 @@ def build_wheels(
                 kept(target, wheel_pin.series)  # what is refused there is refused before anything is made
         for patch in patches:  # as `check` names it: the mapping reads the diff's lines, which end in CR there
             if has_crlf(patch.path):
-                raise SeriesError(crlf_problem(ws.patches / patch.name, ws.command("export")))
+                raise SeriesError(crlf_problem(ws.patches / patch.name))
         # every patch mapped onto every standalone package before any download: an unmapped path is refused first
         mapped = {s.name: [(p, map_patch(p, wheel_pin.mapping(s.name), lacks)) for p in patches]
                   for s in wheel_pin.standalones}  # fmt: skip

@@ -167,11 +167,13 @@ def has_crlf(patch: Path) -> bool:
 
 
 def crlf_problem(path: Path, reexport: str | None = None, name: str | None = None) -> str:
-    """What ``check`` and ``wheels`` say of a patch or ``series`` file converted to CRLF, with both remedies."""
+    """What ``check`` and ``wheels`` say of a patch or ``series`` file converted to CRLF; ``check`` adds the export
+    that rewrites it (``reexport``), which ``wheels`` cannot know works."""
     convert = f"perl -pi -e 's/\\r$//' {shlex.quote(str(path))}"
+    also = f", or re-export it from your edit tree with `{reexport}`" if reexport else ""
     return (
-        f"{name or path.name} has CRLF line endings, which export does not write; convert it back with `{convert}`, "
-        f"or re-export it from your edit tree with `{reexport or tool_command('export')}`"
+        f"{name or path.name} has CRLF line endings, which export does not write; convert it back with `{convert}`"
+        + also
     )
 
 
