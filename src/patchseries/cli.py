@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from packaging.utils import canonicalize_name
 
@@ -25,14 +24,10 @@ from patchseries.release import build_wheels, load_wheel_pin
 from patchseries.runner import DEFAULT_TORCH, running_python
 from patchseries.series import Patch, read_series, snapshot_series
 
-if TYPE_CHECKING:
-    from patchseries.job import BaseChoice
-
 FORWARD_DIR = "master"  # the forward series for upstream's default branch, beside the release series' patches
 DESCRIPTION = """\
-Apply the patch series in patches/ to the pinned PyTorch Lightning release, test it, and maintain it.
-The main job is `test` (scripts/apply_and_test.sh). To change a patch, `edit` makes a tree of your own (base + series
-on branch `series`): change that branch, then `export` it.
+Apply the patch series in patches/ to the pinned PyTorch Lightning release, test it, and maintain it. The main job
+is `test` (scripts/apply_and_test.sh). To change a patch, `edit` makes a tree of your own: change it, then `export`.
 """
 EPILOG = f"""\
 work directory: --workdir, else ${WORKDIR_ENV}, else .work/ beside patches/; one run at a time in each. The tool's
@@ -41,8 +36,7 @@ exit status: 0 ok, 1 tests failed or drift found, 2 bad input or refused, 5 no t
 """
 TEST_DESCRIPTION = """\
 The main job, in five stages: read the pin and the series; get the base (the PyPI sdist unless --checkout or --git);
-apply the series in the tool's tree; make or reuse an environment with torch and the tree installed (minutes the first
-time); run the series' tests with coverage. To test a change, `edit` and `export` it first.
+apply the series; make or reuse an environment with torch and the tree (minutes the first time); run the tests.
 """
 
 
@@ -55,7 +49,7 @@ def _test_prog() -> str:
     return os.environ.get("PATCHSERIES_PROG") or tool_command("test")  # how the scripts name the main job
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
@@ -104,6 +98,8 @@ def _workspace(args: argparse.Namespace) -> Workspace:
         for version in versions if command != "matrix" else []:  # matrix reports a release without a wheel
             runner.check_python(version, runner.parse_torch_version(version), running_python())
         args.torch = versions[0] if command == "test" else versions
+    if getattr(args, "onto", None) and args.checkout is None:
+        raise SeriesError("check --onto needs --checkout PATH, an upstream clone that has the ref")
     if command in ("check", "forward") and args.checkout is not None:
         if not (args.checkout / ".git").exists():
             raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
@@ -118,8 +114,15 @@ def _workspace(args: argparse.Namespace) -> Workspace:
     if command == "status" or (getattr(args, "from_json", None) and not args.refresh_compile_stats):
         return ws
     pin = load_pin(ws.pin_file)
-    if command == "forward" and not pin.commit:  # a commit pin is refused by cmd_forward
-        load_pin((args.to or ws.patches / FORWARD_DIR) / "base.toml")
+    if command == "forward" and pin.commit:  # `--patches patches/master`: that is the forward series itself
+        raise SeriesError(
+            f"{ws.patches} is a forward series (its base.toml pins upstream commit {pin.commit[:12]}, not a release); "
+            f"forward re-makes a release series: pass --patches DIR of the release series, whose forward series is "
+            f"DIR/{FORWARD_DIR}"
+        )
+    target = (args.to or ws.patches / FORWARD_DIR) / "base.toml" if command == "forward" else None
+    if target and not load_pin(target).commit:
+        raise SeriesError(f'{target} pins no upstream commit ([base] commit = "...")')
     if command in ("wheels", "test-wheels"):
         dist = args.dist = (args.dist or (ws.project or ws.patches.parent) / "dist").resolve()  # beside patches/
         if dist.exists() and not dist.is_dir():
@@ -137,23 +140,13 @@ def _workspace(args: argparse.Namespace) -> Workspace:
 
 
 def _lock(args: argparse.Namespace, ws: Workspace, held: ExitStack) -> None:
-    # the work directory's lock (then a killed run's scratch folder is ours to remove), and the lock of the series
-    # folder that `export` or `forward` rewrites, shared by every work directory
+    # the work directory's lock, and the lock of the series folder `export` or `forward` rewrites (for every workdir)
     if args.command != "status" and not getattr(args, "onto", None):
         given_as = WORKDIR_ENV if args.workdir is None and os.environ.get(WORKDIR_ENV) else "--workdir"
         held.enter_context(workdir_lock(ws.workdir, f"patchseries {args.command}", given_as))
     written = {"export": ws.patches, "forward": getattr(args, "to", None) or ws.patches / FORWARD_DIR}.get(args.command)
     if written is not None and written.is_dir():
         held.enter_context(series_lock(written))
-
-
-def _tool_tree(ws: Workspace, pin: Pin, patches: list[Patch], choice: BaseChoice) -> Path:
-    from patchseries.job import get_source
-    from patchseries.trees import tool_tree
-
-    source = get_source(ws, pin, choice)
-    ws.workdir.mkdir(parents=True, exist_ok=True)
-    return tool_tree(ws, pin, patches, source, make_log())[0].path
 
 
 def _default_tree(ws: Workspace) -> Path:  # the tree `edit` makes on the sdist base: what `export` reads by default
@@ -176,7 +169,7 @@ def _package(value: str) -> str:  # as pip spells it too (pytorch-lightning): PE
 def cmd_base(args: argparse.Namespace, ws: Workspace) -> int:
     """fetch, apply, edit (print the tree made) and test (the main job): the pinned base with the series."""
     from patchseries.job import BaseChoice, get_source, prepare, run_main_job, summary
-    from patchseries.trees import edit_tree
+    from patchseries.trees import edit_tree, tool_tree
 
     choice, log = BaseChoice(checkout=args.checkout, use_git=args.git, force_base=args.force_base), make_log()
     if args.command == "test":
@@ -188,8 +181,8 @@ def cmd_base(args: argparse.Namespace, ws: Workspace) -> int:
         print(prepare(ws, choice, log).base.path)
     elif args.command == "edit":
         print(edit_tree(ws, pin, patches, get_source(ws, pin, choice), log))
-    else:
-        print(_tool_tree(ws, pin, patches, choice))
+    else:  # fetch
+        print(tool_tree(ws, pin, patches, get_source(ws, pin, choice), log)[0].path)
     return 0
 
 
@@ -202,9 +195,9 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
         what = "is not a git repository (it has no .git)" if given.exists() else "does not exist"
         raise SeriesError(f"--tree {given} {what}; pass the tree to export (a clone with branches base and series)")
     if not (tree / ".git").exists():  # a place taken (a dangling link) is moved away first: edit would refuse it
+        make = f"make one to edit with `{ws.command('edit')}`, or pass --tree"
         move = f"move it away ({shell('mv', given, kept_path(given))}) and " if os.path.lexists(given) else ""
-        raise SeriesError(f"there is no tree to export at {given}; {move}make one to edit with `{ws.command('edit')}`, "
-                          "or pass --tree")  # fmt: skip
+        raise SeriesError(f"there is no tree to export at {given}; {move}{make}")
     pin = load_pin(ws.pin_file)
     refuse_another_base(tree, pin, ws)
     names = export_series(
@@ -215,9 +208,8 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
     unlisted = sorted(path.name for path in ws.patches.glob("*.patch") if path.name not in names)
     if unlisted:  # a contributor's files: export neither wrote nor removed them
-        them = "it" if len(unlisted) == 1 else "them"
-        print(f"left {', '.join(unlisted)} in {ws.patches}: series does not list {them}, and export writes and removes "
-              "only the series' own patches")  # fmt: skip
+        print(f"left {', '.join(unlisted)} in {ws.patches}: series does not list {'them' if unlisted[1:] else 'it'}, "
+              "and export writes and removes only the series' own patches")  # fmt: skip
     return 0
 
 
@@ -226,8 +218,6 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
 
     pin, patches, checkout = load_pin(ws.pin_file), read_series(ws.series_file), args.checkout
     if args.onto:
-        if checkout is None:
-            raise SeriesError("check --onto needs --checkout PATH, an upstream clone that has the ref")
         return int(_print_table(check_onto(checkout, args.onto, pin.where, patches)))
     status = _drift(ws, checkout, ws.patches, pin, patches)
     forward_dir = ws.patches / FORWARD_DIR
@@ -245,8 +235,7 @@ def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch]
     from patchseries.forward import forward_series
     from patchseries.series import listed_names, without_author
 
-    fresh = ws.scratch / FORWARD_DIR
-    fresh.mkdir(parents=True)
+    (fresh := ws.scratch / FORWARD_DIR).mkdir(parents=True)
     conflicts = [r.patch for r in forward_series(checkout, pin, patches, target, fresh) if r.status == "conflicts"]
     names = dict.fromkeys(["series", *listed_names(folder / "series"), *listed_names(fresh / "series")])
     differ = [n for n in names if not all((d / n).is_file() for d in (folder, fresh))
@@ -262,7 +251,8 @@ def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch]
 
 def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> int:
     from patchseries.export import drift_report
-    from patchseries.job import BaseChoice
+    from patchseries.job import BaseChoice, get_source
+    from patchseries.trees import tool_tree
 
     reexport = _reexport(ws, checkout, patches_dir, pin, patches)
     if checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
@@ -272,11 +262,10 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
         print(f"not checked: {len(patches)} patches pinned to upstream commit {pin.where[:12]}; pass --checkout PATH")
         return 0
     else:
-        sdist = _tool_tree(ws, pin, patches, BaseChoice())
+        sdist = tool_tree(ws, pin, patches, get_source(ws, pin, BaseChoice()), make_log())[0].path
         report = drift_report(sdist, patches, patches_dir, lacks=pin.sdist_lacks, reexport=reexport)
-    for problem in report.problems:
-        print(f"drift: {problem}")
     if report.problems:
+        print("\n".join(f"drift: {problem}" for problem in report.problems))
         return 1
     print(f"ok: {len(patches)} patches equal a fresh export and apply without whitespace errors")
     if report.unchecked:
@@ -288,8 +277,8 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
 
 
 def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> str:
-    """The command that writes ``patches_dir`` again (docs/options.md, ``check``): ``forward`` for a forward series,
-    else ``export`` of the first edit tree there is, after the ``edit`` that makes one if there is none."""
+    """The command that writes ``patches_dir`` again: ``forward`` for a forward series, else ``export`` of the first
+    edit tree there is (docs/options.md, ``check``), after the ``edit`` that makes it if there is none."""
     from patchseries.trees import EDIT_DIR, checkout_tree_name
 
     given = ("--checkout", checkout) if checkout is not None else ()
@@ -315,19 +304,9 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.forward import forward_series
 
     release_pin, release_patches = load_pin(ws.pin_file), read_series(ws.series_file)
-    if release_pin.commit:  # `--patches patches/master`: that is the forward series itself
-        raise SeriesError(
-            f"{ws.patches} is a forward series (its base.toml pins upstream commit {release_pin.commit[:12]}, not a "
-            f"release); forward re-makes a release series: pass --patches DIR of the release series, whose forward "
-            f"series is DIR/{FORWARD_DIR}"
-        )
     target_dir = args.to or ws.patches / FORWARD_DIR
-    target = load_pin(target_dir / "base.toml")
-    if not target.commit:
-        raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')
-    checkout = args.checkout
-    check, author = ws.command("check", "--checkout", checkout), args.author
-    results = forward_series(checkout, release_pin, release_patches, target, target_dir, author=author, check=check)
+    target, check = load_pin(target_dir / "base.toml"), ws.command("check", "--checkout", args.checkout)
+    results = forward_series(args.checkout, release_pin, release_patches, target, target_dir, args.author, check)
     if _print_table(results):
         print(f"error: conflicts; {target_dir} was left as it was", file=sys.stderr)
         return 1
@@ -406,20 +385,19 @@ def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 Option = tuple[str, str, dict[str, Any]]  # flags (space-separated), help, add_argument's other settings
-PATH, NAME, FLAG = {"type": path_option}, {"type": name_option}, {"action": "store_true"}
+PATH, NAME, FLAG = {"type": path_option, "metavar": "PATH"}, {"type": name_option}, {"action": "store_true"}
 COMMON: list[Option] = [
-    ("--patches", "the series directory (default: patches/ of the project)", PATH),
+    ("--patches", "the series directory (default: patches/ of the project)", {**PATH, "metavar": "DIR"}),
     ("--workdir", f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, else .work/)", PATH),
 ]
 BASE: list[Option] = [
-    ("--checkout", "use an upstream clone (read-only) as base", {**PATH, "metavar": "PATH"}),
+    ("--checkout", "use an upstream clone (read-only) as base", PATH),
     ("--git", "clone upstream at the pinned tag as the base", FLAG),
     ("--force-base", "accept a --checkout that is not at the pinned tag", FLAG),
 ]
 INSTALLER: Option = ("--installer", "auto: uv if present", {"choices": ("auto", "uv", "pip"), "default": "auto"})
 PYTEST: Option = ("pytest_args", "pytest arguments go after --, e.g. -- -x", {"nargs": "*", "metavar": "-- ARGS"})
-AUTHOR: Option = ("--author", "the From: of every patch written (default: $PATCHSERIES_AUTHOR, else the commit's)",
-                  {"metavar": "'NAME <EMAIL>'"})  # fmt: skip
+AUTHOR: Option = ("--author", "'NAME <EMAIL>': the From: of each patch written (default: $PATCHSERIES_AUTHOR)", {})
 DIST: Option = ("--dist", "the folder of the wheels (default: dist/)", {**PATH, "metavar": "DIR"})
 
 
@@ -440,34 +418,27 @@ def _parser() -> argparse.ArgumentParser:
         ("export", cmd_export, "regenerate patches/ from a branch", [
             ("--tree", "the repository to export from (default: edit's sdist tree)", PATH),
             ("--branch", "the branch to export (default: series)", {**NAME, "default": "series"}),
-            ("--drop-missing", "allow dropping hunks for upstream files the tree's base lacks", FLAG),
-            AUTHOR,
+            ("--drop-missing", "allow dropping hunks for upstream files the tree's base lacks", FLAG), AUTHOR,
         ], {}),
         ("check", cmd_check, "drift check, or with --onto: standing against a ref", [
             ("--onto", "report each patch against REF of --checkout (e.g. master)", {**NAME, "metavar": "REF"}),
-            ("--checkout", "an upstream clone: with --onto, where REF is; else the base of a drift check of every hunk",
-             {**PATH, "metavar": "PATH"}),
+            ("--checkout", "an upstream clone: where REF is; without --onto, the base of a full drift check", PATH),
         ], {}),
         ("forward", cmd_forward, f"regenerate the forward series ({FORWARD_DIR}/) onto its pinned commit", [
-            ("--checkout", "an upstream clone with the release's tag and the forward series' pinned commit",
-             {**PATH, "metavar": "PATH", "required": True}),
-            ("--to", f"the forward series (default: {FORWARD_DIR}/)", {**PATH, "metavar": "DIR"}),
-            AUTHOR,
+            ("--checkout", "an upstream clone with the release tag and pinned commit", {**PATH, "required": True}),
+            ("--to", f"the forward series (default: {FORWARD_DIR}/)", {**PATH, "metavar": "DIR"}), AUTHOR,
         ], {}),
         ("status", cmd_status, "list each patch's upstream status trailers", [], {}),
         ("matrix", cmd_matrix, "the series' tests before/after, per torch version", [
-            ("--torch", "a torch release (repeatable; default: the documented list)", {"action": "append"}),
-            INSTALLER,
-            ("--write-docs --write-readme", "replace the table between the matrix markers of PATH (--write-readme: "
-             "old name)", {**PATH, "metavar": "PATH", "dest": "write_docs"}),
+            ("--torch", "a torch release (repeatable; default: the list in docs)", {"action": "append"}), INSTALLER,
+            ("--write-docs --write-readme", "replace the matrix table of page PATH", {**PATH, "dest": "write_docs"}),
             ("--from-json", "render a saved matrix.json instead of running", {**PATH, "metavar": "JSON"}),
             ("--refresh-compile-stats", "with --from-json: measure the compile statistics again", FLAG),
         ], {}),
         ("wheels", cmd_wheels, "build the release wheels into dist/", [DIST], {}),
         ("test-wheels", cmd_wheels, "install the wheels of dist/ with torch and run the acceptance suite", [
             DIST, ("--torch", f"a torch release (repeatable; default {DEFAULT_TORCH})", {"action": "append"}),
-            ("--package", "a package whose wheel to test, as pip or import names it (repeatable; default: lightning "
-             "and pytorch_lightning)", {"action": "append", "type": _package}),
+            ("--package", "a wheel to test (repeatable; pip or import name)", {"action": "append", "type": _package}),
             INSTALLER, PYTEST,
         ], {}),
     ]  # fmt: skip
