@@ -120,9 +120,8 @@ def _workspace(args: argparse.Namespace) -> Workspace:
             f"forward re-makes a release series: pass --patches DIR of the release series, whose forward series is "
             f"DIR/{FORWARD_DIR}"
         )
-    target = (args.to or ws.patches / FORWARD_DIR) / "base.toml" if command == "forward" else None
-    if target and not load_pin(target).commit:
-        raise SeriesError(f'{target} pins no upstream commit ([base] commit = "...")')
+    if command == "forward":  # the target's commit is checked under the lock of its folder, by cmd_forward
+        load_pin((args.to or ws.patches / FORWARD_DIR) / "base.toml")
     if command in ("wheels", "test-wheels"):
         dist = args.dist = (args.dist or (ws.project or ws.patches.parent) / "dist").resolve()  # beside patches/
         if dist.exists() and not dist.is_dir():
@@ -306,6 +305,8 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
     release_pin, release_patches = load_pin(ws.pin_file), read_series(ws.series_file)
     target_dir = args.to or ws.patches / FORWARD_DIR
     target, check = load_pin(target_dir / "base.toml"), ws.command("check", "--checkout", args.checkout)
+    if not target.commit:
+        raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')
     results = forward_series(args.checkout, release_pin, release_patches, target, target_dir, args.author, check)
     if _print_table(results):
         print(f"error: conflicts; {target_dir} was left as it was", file=sys.stderr)
@@ -348,10 +349,9 @@ def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
 
 def cmd_status(args: argparse.Namespace, ws: Workspace) -> int:
     for patch in read_series(ws.series_file):
-        trailers = dict(patch.trailers)
         print(f"{patch.name}\n  {patch.subject}")
         for key in ("Upstream-Status", "Forwarded", "Origin", "Bug"):
-            print(f"  {key + ':':<17}{trailers.get(key, 'MISSING')}")
+            print(f"  {key + ':':<17}{dict(patch.trailers).get(key, 'MISSING')}")
     return 0
 
 
