@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import TOOL, cli, git, one_error
-from patchseries import __version__, gitcmd, wheelcli
-from patchseries.cli import _parser, main
-from patchseries.paths import PROJECT_ROOT, Workspace
+from patchseries import __version__, gitcmd
+from patchseries.cli import _parser, _workspace, main
+from patchseries.paths import PROJECT_ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -121,7 +121,7 @@ def test_check_onto_refuses_an_empty_ref(synthetic, upstream_clone, ref):
 def test_test_wheels_takes_a_package_as_pip_spells_it():
     args = _parser().parse_args(["test-wheels", "--package", "pytorch-lightning", "--package", "Lightning.Fabric"])
 
-    wheelcli.validate(args, Workspace.default())
+    _workspace(args)
 
     assert args.package == ["pytorch_lightning", "lightning_fabric"]
 
