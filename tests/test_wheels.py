@@ -290,6 +290,17 @@ def test_a_standalone_sdist_that_is_not_the_releases_mirror_is_refused(tmp_path:
     assert not release.dist.exists()
 
 
+def test_a_wheel_that_lacks_a_file_the_series_changes_is_refused(tmp_path: Path):
+    dropping = BACKEND.replace('and "__pycache__" not in', 'and "core" not in relative and "__pycache__" not in')
+    release = _release(tmp_path, FIX, pytorch={**PYTORCH, "backend.py": dropping})
+
+    error = one_error(release.wheels())
+
+    assert error.startswith("error: the fakelib_pytorch wheel the build made is not the series' (its "
+                            "fakelib_pytorch/core.py is not the series')")  # fmt: skip
+    assert not release.dist.exists()
+
+
 def test_a_bad_sha256_is_refused_before_anything_is_built(release: Release):
     pin_file = release.ws.pin_file
     text = pin_file.read_text()

@@ -1,6 +1,6 @@
 """``patchseries wheels``: wheels of ``lightning`` and its standalone packages with the release series applied.
 
-Each patch is mapped onto a standalone package as upstream's build mirrors the sources (``.actions/assistant.py``).
+Each sdist gets the files the series changes, mapped as upstream's build mirrors them (``.actions/assistant.py``).
 Every wheel is built and checked in a fresh folder of the work directory, then copied into ``dist/`` and renamed in
 under its lock: ``dist/`` only gains wheels of the tool's, and a version names one series.
 """
@@ -265,14 +265,12 @@ def build_cause(output: str) -> str:
 
 
 def _verify(wheel: Path, package: str, version: str, record: str, files: dict[str, bytes | None]) -> None:
-    """The wheel is the series': its name, its record, and the ``files`` (None: absent)."""
+    """The wheel is the series': its name, its record, and the ``files`` the series changes (None: absent)."""
     with zipfile.ZipFile(wheel) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
+    expected = {f"{package}-{version}.dist-info/{RECORD_NAME}": record.encode(), **files}
     problems = [f"it is named {wheel.name}"] if not wheel.name.startswith(f"{package}-{version}-") else []
-    if members.get(f"{package}-{version}.dist-info/{RECORD_NAME}", b"").decode() != record:
-        problems.append(f"it lacks the series' record {RECORD_NAME}")
-    differ = [name for name, data in files.items() if members.get(name) != data]
-    problems += [f"its {name} is not the series', mapped as the mirror does" for name in differ]
+    problems += [f"its {name} is not the series'" for name, data in expected.items() if members.get(name) != data]
     if problems:
         raise SeriesError(f"the {package} wheel the build made is not the series' ({problems[0]}); nothing was "
                           "written to dist/")  # fmt: skip

@@ -1,5 +1,5 @@
 """``patchseries test-wheels``: the wheels in ``dist/`` installed as users get them (never editable) into a fresh
-environment with a torch release, then checked against the installed package: its version and record, one line each
+environment with a torch release, then checked against the installed package: its version and origin, one line each
 patch adds (:func:`patched_lines`), and the acceptance suite run from a folder of its own, imports mapped."""
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def check_installed(lines: list[PatchLine], site_packages: Path) -> tuple[bool, 
         text = installed.read_text(errors="replace") if installed.is_file() else ""
         found = item.line in text if "\n" in item.line else item.line in _stripped(text)
         ok = ok and found
-        state = "found in" if found else "NOT PATCHED" if text else "MISSING, not installed:"
+        state = "found in" if found else "NOT PATCHED"
         report.append(f"{item.patch[:4]}: {state} {item.path}: {' / '.join(map(str.strip, item.line.splitlines()))!r}")
     if all(item.line is None for item in lines):
         return False, [*report, "no patch has a source line in this package: nothing was checked"]
