@@ -37,7 +37,7 @@ from patchseries.export import export_series
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
-from patchseries.release import RECORD_NAME, STAGING, built_from, load_wheel_pin, map_patch, replace_imports
+from patchseries.release import RECORD_NAME, STAGING, built_from, load_wheel_pin, patches_in, replace_imports
 from patchseries.runner import find_uv
 from patchseries.series import fingerprint, read_series
 from patchseries.trees import edit_tree, resolve_source, safe_extract
@@ -279,16 +279,25 @@ def test_a_patch_that_does_not_map_to_a_standalone_package_is_refused(tmp_path: 
     assert not release.ws.trees.exists()
 
 
-def test_a_patch_that_does_not_apply_to_a_standalone_sdist_is_refused(tmp_path: Path):
+def test_a_standalone_sdist_that_is_not_the_releases_mirror_is_refused(tmp_path: Path):
     drifted = {**PYTORCH, "src/fakelib_pytorch/core.py": "def answer():\n    return 0\n"}
     release = _release(tmp_path, FIX, pytorch=drifted)
 
-    proc = release.wheels()
+    error = one_error(release.wheels())
 
-    assert proc.returncode == 2
-    error = proc.stderr.splitlines()[-1]
-    assert error.startswith("error: 0001-Fix-the-answer.patch does not apply to fakelib_pytorch (fakelib_pytorch-1.0")
-    assert "src/fakelib_pytorch/core.py" in error
+    assert error.startswith("error: fakelib_pytorch-1.0.tar.gz is not the release's mirror: its "
+                            "src/fakelib_pytorch/core.py is not the release's src/fakelib/pytorch/core.py")  # fmt: skip
+    assert not release.dist.exists()
+
+
+def test_a_wheel_that_lacks_a_file_the_series_changes_is_refused(tmp_path: Path):
+    dropping = BACKEND.replace('and "__pycache__" not in', 'and "core" not in relative and "__pycache__" not in')
+    release = _release(tmp_path, FIX, pytorch={**PYTORCH, "backend.py": dropping})
+
+    error = one_error(release.wheels())
+
+    assert error.startswith("error: the fakelib_pytorch wheel the build made is not the series' (its "
+                            "fakelib_pytorch/core.py is not the series')")  # fmt: skip
     assert not release.dist.exists()
 
 
@@ -406,12 +415,12 @@ def test_the_real_pin_maps_every_source_patch_onto_the_standalone_packages():
     wheel_pin = load_wheel_pin(ws.pin_file, pin)
     assert wheel_pin.local_version == f"{pin.version}+series.{wheel_pin.series_version}"
     assert wheel_pin.packages == ("lightning", "pytorch_lightning", "lightning_fabric")
-    for patch in read_series(ws.series_file):
-        for package in wheel_pin.packages[1:]:
-            diff = map_patch(patch, wheel_pin.mapping(package), pin.sdist_lacks)  # refuses an unmapped path
-            assert "src/lightning/" not in diff
-            assert "lightning.pytorch" not in diff
-            assert "lightning.fabric" not in diff
+    patches = read_series(ws.series_file)
+    in_packages = patches_in(wheel_pin, patches)  # refuses a path with no counterpart in a package
+    assert in_packages["lightning"] == in_packages["pytorch_lightning"]  # it ships both subpackages
+    mapping = wheel_pin.mapping("pytorch_lightning")
+    assert mapping.path("src/lightning/fabric/x.py") == "src/lightning_fabric/x.py"
+    assert mapping.text("src/lightning/pytorch/x.py", "import lightning.fabric\n") == "import lightning_fabric\n"
 
 
 def test_dist_is_ignored_by_git():
