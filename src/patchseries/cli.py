@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from patchseries import __version__, wheelcli
-from patchseries.atomic import write_file
 from patchseries.errors import SeriesError
-from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage
+from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage, write_file
 from patchseries.lock import series_lock, workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, path_option, shell, tool_command
 from patchseries.pin import Pin, load_pin
