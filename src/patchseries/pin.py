@@ -21,6 +21,11 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").fullmatch
 
+
+def _list_of(check: Callable[[str], Any]) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, list) and all(isinstance(item, str) and check(item) for item in value)
+
+
 # Every key of each table and the kind of its value; a trailing "?" marks an optional key ("" where it is absent).
 # Any other key is a typo (``base_comit``) that would silently turn a check off, so it is refused.
 _SCHEMA = {
@@ -46,14 +51,8 @@ _CHECKS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "module": (_IDENTIFIER, "is not a module name (such as pytorch): {}"),
     # the kinds below are not strings
     "count": (lambda value: type(value) is int and value >= 1, "is not a positive integer (such as 7): {}"),
-    "paths": (
-        lambda value: isinstance(value, list) and all(isinstance(p, str) and p.strip() for p in value),
-        "is not a list of paths: {}",
-    ),
-    "modules": (
-        lambda value: isinstance(value, list) and value and all(isinstance(s, str) and _IDENTIFIER(s) for s in value),
-        'is not a list of subpackage names (such as ["pytorch", "fabric"]): {}',
-    ),
+    "paths": (_list_of(str.strip), "is not a list of paths: {}"),
+    "modules": (_list_of(_IDENTIFIER), 'is not a list of subpackage names (such as ["pytorch", "fabric"]): {}'),
 }
 _NOT_STRINGS = ("count", "paths", "modules")
 
@@ -124,8 +123,7 @@ class _BadPin(Exception):  # a value of the pin file that the tool cannot use; t
 def load_pin(path: Path) -> Pin:
     """Read and check a pin file, saved with a byte-order mark or not."""
     try:
-        data = tomllib.loads(path.read_bytes().decode().removeprefix("\ufeff"))
-        return _pin(data)
+        return _pin(tomllib.loads(path.read_bytes().decode().removeprefix("\ufeff")))
     except FileNotFoundError:
         raise SeriesError(f"pin file {path} does not exist") from None
     except UnicodeDecodeError as exc:  # TOML is UTF-8
@@ -143,9 +141,8 @@ def _pin(data: dict[str, Any]) -> Pin:
     if unknown:
         raise _BadPin(f"has the unknown table '[{unknown[0]}]'; known: base, sdist, wheels")
     if commit_pinned:  # pinned to an upstream commit: there is no release, so no sdist and no wheels
-        for table in ("sdist", "wheels"):
-            if table in data:
-                raise _BadPin(f"[{table}] is for a release: a series pinned to an upstream commit has none; remove one")
+        if "sdist" in data or "wheels" in data:
+            raise _BadPin("[sdist] and [wheels] are for a release: a series pinned to an upstream commit has none")
         sdist = {"url": "", "sha256": "", "root": "", "base_commit": base["commit"], "lacks": ()}
     else:
         sdist = _table(data, "sdist")
