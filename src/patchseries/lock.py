@@ -73,8 +73,8 @@ def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Itera
 
     def refusal(holder: str) -> str:
         return (
-            f"another patchseries run ({holder or 'pid unknown'}) holds {path}; wait for it to end and re-run, or "
-            "pass another --workdir"
+            f"another patchseries run ({holder or 'pid unknown'}) holds {path}; wait for it to end and re-run, "
+            "or pass another --workdir"
         )
 
     with hold(path, refusal, file=True, make=True) as lock:
