@@ -26,7 +26,7 @@ def _list_of(check: Callable[[str], Any]) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, list) and all(isinstance(item, str) and check(item) for item in value)
 
 
-# Every key of each table and the kind of its value; a trailing "?" marks an optional key ("" where it is absent).
+# Every key of each table and the kind of its value; a trailing "?" marks an optional key (empty where absent).
 # Any other key is a typo (``base_comit``) that would silently turn a check off, so it is refused.
 _SCHEMA = {
     "base": dict(name="text", version="name", tag="text", git_url="text", release_date="date", commit="commit?"),
