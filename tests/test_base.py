@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import RELEASE_FILES, cli, git, make_base, make_sdist, one_error, write_pin
-from patchseries.atomic import write_file
 from patchseries.cli import main
 from patchseries.errors import SeriesError
+from patchseries.interrupts import write_file
 from patchseries.paths import Workspace
 from patchseries.pin import load_pin
 

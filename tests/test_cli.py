@@ -13,6 +13,7 @@ import pytest
 from conftest import TOOL, cli, git, one_error
 from patchseries import __version__, gitcmd
 from patchseries.cli import _parser, _workspace, main
+from patchseries.errors import SeriesError
 from patchseries.paths import PROJECT_ROOT
 
 if sys.version_info >= (3, 11):
@@ -84,7 +85,7 @@ def test_empty_path_option_is_refused_and_writes_nothing(synthetic, tmp_path, op
 
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"error: argument {option}: needs a path, not an empty string; see {TOOL} apply --help"
+        f"error: argument {option}: needs a path, not '' (blank, or with a control character); see {TOOL} apply --help"
     ]
     assert list(here.iterdir()) == []
 
@@ -106,7 +107,7 @@ def test_every_path_option_refuses_a_control_character_before_any_work(synthetic
 
     error = one_error(proc)
     assert error.startswith(f"error: argument {option}")
-    assert f"'{tmp_path}/a\\nb' has a control character" in error
+    assert f"needs a path, not '{tmp_path}/a\\nb' (blank, or with a control character)" in error
     assert list(here.iterdir()) == []
     assert not (tmp_path / "a\nb").exists()
 
@@ -290,13 +291,10 @@ def _empty_repository(path):
 
 
 def test_a_git_failure_names_gits_own_error_not_its_usage_line(tmp_path):
-    from patchseries.errors import SeriesError
-    from patchseries.gitcmd import out
-
     repo = _empty_repository(tmp_path / "empty")
 
     with pytest.raises(SeriesError) as raised:
-        out("rev-parse", "HEAD", cwd=repo)
+        gitcmd.out("rev-parse", "HEAD", cwd=repo)
 
     assert str(raised.value).startswith("git rev-parse HEAD failed: fatal: ambiguous argument 'HEAD'")
     assert "git <command>" not in str(raised.value)
@@ -489,7 +487,6 @@ def test_patches_that_is_a_file_says_it_is_not_a_directory(tmp_path):
         assert "check that path" not in error
 
 
-def test_a_failed_git_command_is_named_by_its_subcommand():
-    assert gitcmd._short(["-c", "a.b=c", "-c", "d.e=f", "format-patch", "--zero-commit", "x", "y"]) == (
-        "format-patch --zero-commit x"
-    )
+def test_a_failed_git_command_is_named_by_its_subcommand(tmp_path):
+    with pytest.raises(SeriesError, match=r"^git format-patch --zero-commit x failed: fatal: "):
+        gitcmd.git("-c", "a.b=c", "-c", "d.e=f", "format-patch", "--zero-commit", "x", "y", cwd=tmp_path)

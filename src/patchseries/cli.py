@@ -13,9 +13,8 @@ from typing import Any, NoReturn
 from packaging.utils import canonicalize_name
 
 from patchseries import __version__, runner
-from patchseries.atomic import write_file
 from patchseries.errors import SeriesError
-from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage
+from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage, write_file
 from patchseries.lock import series_lock, workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, path_option, shell, tool_command
 from patchseries.pin import Pin, load_pin

@@ -11,43 +11,43 @@ from pathlib import Path
 from patchseries.errors import SeriesError
 
 # Every commit the tool makes has this identity: the same inputs give the same commit ids on any machine
-TOOL_IDENTITY = {
-    "GIT_AUTHOR_NAME": "patchseries", "GIT_AUTHOR_EMAIL": "patchseries@invalid",
-    "GIT_COMMITTER_NAME": "patchseries", "GIT_COMMITTER_EMAIL": "patchseries@invalid",
-}  # fmt: skip
+_TOOL = {"NAME": "patchseries", "EMAIL": "patchseries@invalid"}
+TOOL_IDENTITY = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in _TOOL.items()}
 # text that is not UTF-8 (a Latin-1 patch or commit message) is read and written back byte for byte
 ENCODING_ERRORS = "surrogateescape"
 # what a repository's own configuration could change in the tool's output
 STABLE_CONFIG = (
-    "core.autocrlf=false", "core.fileMode=true", "core.quotePath=true", "diff.noprefix=false",
-    "diff.mnemonicPrefix=false", "diff.relative=false", "diff.renames=false", "commit.gpgSign=false",
-    "am.threeWay=false", "am.keepcr=false", "init.defaultBranch=main", "mailinfo.scissors=false", "am.messageId=false",
-)  # fmt: skip
+    *("core.autocrlf=false", "core.fileMode=true", "core.quotePath=true", "commit.gpgSign=false"),
+    *("diff.noprefix=false", "diff.mnemonicPrefix=false", "diff.relative=false", "diff.renames=false"),
+    *("am.threeWay=false", "am.keepcr=false", "am.messageId=false", "mailinfo.scissors=false"),
+    "init.defaultBranch=main",
+)
 # the person's ~/.gitconfig and /etc/gitconfig are not read (`format.signOff`, `diff.context`), but `safe.directory`
 NEUTRAL_CONFIG = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-# the caller's GIT_* variables the tool keeps: how to reach a remote, where the person's configuration is. Any other
-# (GIT_DIR, GIT_INDEX_FILE, GIT_TEMPLATE_DIR, GIT_DIFF_OPTS, ...) would pick another repository or change its output
-_KEPT_VARIABLES = (
-    "GIT_SSH", "GIT_PROXY_COMMAND", "GIT_ASKPASS", "GIT_SSL_", "GIT_HTTP_", "GIT_CURL_", "GIT_EXEC_PATH",
-    "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
-)  # fmt: skip
+# the caller's GIT_* variables the tool keeps; any other (GIT_DIR, GIT_INDEX_FILE, GIT_TEMPLATE_DIR, GIT_DIFF_OPTS,
+# ...) would pick another repository or change its output
+_KEPT = (
+    *("GIT_SSH", "GIT_PROXY_COMMAND", "GIT_ASKPASS", "GIT_SSL_", "GIT_HTTP_", "GIT_CURL_", "GIT_EXEC_PATH"),  # a remote
+    *("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"),  # the person's configuration
+)
 
 
-def git(*args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True,
-        stdin: str | None = None, user_config: bool = False) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """Run ``git`` on the repository at ``cwd`` with stable configuration; raise :class:`SeriesError` with git's cause
-    when ``check`` fails. ``user_config``: the person's configuration too (a network clone needs their proxy)."""
+def git(
+    *args: str | Path,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    stdin: str | None = None,
+    user_config: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``git`` at ``cwd`` with stable configuration; raise :class:`SeriesError` with git's cause when ``check``
+    fails. ``user_config``: the person's configuration too (a network clone needs their proxy)."""
     settings = [word for item in (*STABLE_CONFIG, *_safe_directories()) for word in ("-c", item)]
     command = ["git", *settings, *(str(a) for a in args)]
-    inherited = {
-        key: value for key, value in os.environ.items() if not key.startswith("GIT_") or key.startswith(_KEPT_VARIABLES)
-    }
-    neutral = {} if user_config else NEUTRAL_CONFIG
+    full_env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_") or key.startswith(_KEPT)}
+    full_env.update({} if user_config else NEUTRAL_CONFIG)
     # GIT_OPTIONAL_LOCKS=0: `git status` never rewrites a person's index; GIT_TEMPLATE_DIR="": no template's hooks
-    full_env = {
-        **inherited, **neutral, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C",
-        "GIT_TEMPLATE_DIR": "", **(env or {}),
-    }  # fmt: skip
+    full_env.update(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C", GIT_TEMPLATE_DIR="", **(env or {}))
     if cwd is not None:
         # a tree whose `.git` is broken must not make git find the repository around it (the project's checkout)
         full_env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
@@ -61,8 +61,7 @@ def git(*args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | Non
 
 @functools.cache
 def _safe_directories() -> tuple[str, ...]:
-    """The person's ``safe.directory`` entries as ``-c`` values: without them git refuses a checkout another user owns
-    (a CI container's)."""
+    """The person's ``safe.directory`` entries: without them git refuses a checkout another user owns (in CI)."""
     lines = []
     for scope in ("--global", "--system"):
         config = ["git", "config", scope, "--get-all", "safe.directory"]
@@ -71,8 +70,7 @@ def _safe_directories() -> tuple[str, ...]:
 
 
 def failure_cause(proc: subprocess.CompletedProcess[str]) -> str:
-    """The line of a failed git command's output that says why: its last ``fatal:`` or ``error:`` line (the last line
-    may be a usage reminder or a hint)."""
+    """The line of a failed git command's output that says why (its last line may be a usage reminder or a hint)."""
     detail = [line.strip() for line in (proc.stderr.strip() or proc.stdout.strip()).splitlines() if line.strip()]
     causes = [line for line in detail if line.startswith(("fatal:", "error:"))]
     others = [line for line in detail if not line.startswith("hint:")]
@@ -80,12 +78,10 @@ def failure_cause(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def out(*args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
-    """Run git and return its stripped stdout."""
     return git(*args, cwd=cwd, env=env).stdout.strip()
 
 
 def is_clean(repo: Path) -> bool:
-    """Whether ``repo`` has no staged, unstaged or untracked (non-ignored) changes."""
     return not uncommitted_files(repo)
 
 
@@ -105,19 +101,16 @@ def worktrees(repo: Path) -> list[Path]:
 
 
 def hidden_files(repo: Path) -> list[str]:
-    """Tracked files whose edits ``git status`` does not show: ``--assume-unchanged`` (lower case in ``ls-files -v``)
-    or ``--skip-worktree`` (``S``)."""
+    """Tracked files whose edits ``git status`` does not show: ``--assume-unchanged`` or ``--skip-worktree``."""
     entries = git("ls-files", "-v", "-z", cwd=repo).stdout.split("\0")
     return [entry[2:] for entry in entries if entry and (entry[0].islower() or entry[0] == "S")]
 
 
 def has_path(repo: Path, path: str, ref: str = "HEAD") -> bool:
-    """Whether ``ref`` of ``repo`` has a file or directory at ``path``."""
     return git("cat-file", "-e", f"{ref}:{path}", cwd=repo, check=False).returncode == 0
 
 
-def _short(args: Sequence[str | Path]) -> str:
-    """The git command of ``args`` and its first two arguments, without the ``-c NAME=VALUE`` settings before it."""
+def _short(args: Sequence[str | Path]) -> str:  # a failed command's name: the subcommand and two arguments
     words = [str(a) for a in args]
     while words[:1] == ["-c"]:
         words = words[2:]
@@ -125,34 +118,28 @@ def _short(args: Sequence[str | Path]) -> str:
 
 
 def patch_ids(repo: Path, *revisions: str, paths: Sequence[str] = (), check: bool = True) -> list[tuple[str, str]]:
-    """``(patch id, commit)`` of each non-merge commit ``git log`` lists for ``revisions``, its diff limited to
-    ``paths``; with ``check`` false, none where git cannot list them."""
+    """``(patch id, commit)`` of each non-merge commit of ``revisions``, its diff limited to ``paths``."""
     log = git("log", "-p", "--no-merges", *revisions, "--", *paths, cwd=repo, check=check)
-    if log.returncode != 0:
-        return []
-    ids = git("patch-id", "--stable", stdin=log.stdout).stdout
+    ids = git("patch-id", "--stable", stdin=log.stdout).stdout if log.returncode == 0 else ""
     return [(line.split()[0], line.split()[1]) for line in ids.splitlines() if len(line.split()) == 2]
 
 
 def patch_id_of_file(path: Path) -> str:
-    """The ``git patch-id --stable`` of a patch file ("" for a file without a diff)."""
     ids = git("patch-id", "--stable", stdin=path.read_bytes().decode(errors=ENCODING_ERRORS)).stdout.split()
     return ids[0] if ids else ""
 
 
-def git_path(repo: Path, name: str) -> Path:
-    """The absolute path of ``name`` inside the repository's git directory (``.git/<name>``)."""
+def git_path(repo: Path, name: str) -> Path:  # the absolute path of .git/<name>, wherever the git directory is
     path = Path(out("rev-parse", "--git-path", name, cwd=repo))
     return path if path.is_absolute() else repo / path
 
 
 def add_excludes(repo: Path, patterns: Sequence[str]) -> None:
-    """Append patterns to ``.git/info/exclude`` (once each): ignored locally, never committed."""
+    """Add patterns to ``.git/info/exclude`` (once each): ignored locally, never committed."""
     _edit_excludes(repo, lambda lines: [*lines, *(p for p in patterns if p not in lines)])
 
 
 def remove_excludes(repo: Path, patterns: Sequence[str]) -> None:
-    """Drop patterns from ``.git/info/exclude`` (those :func:`add_excludes` added for files that are gone)."""
     _edit_excludes(repo, lambda lines: [line for line in lines if line not in patterns])
 
 

@@ -1,13 +1,16 @@
-"""SIGTERM and SIGHUP handled as Ctrl-C: a ``kill`` or a closed terminal unwinds as Ctrl-C does (every ``finally``
-removes what the run was building; exit 130). At a :func:`stage`, ``PATCHSERIES_SIGNAL_AT=<stage>[:<SIGNAL>][,...]``
-makes the process signal itself (default SIGTERM): the tests' interrupt at a chosen point, without a sleep."""
+"""Interrupts: SIGTERM and SIGHUP unwind as Ctrl-C does (every ``finally`` removes what the run was building; exit
+130), and a file is replaced so that an interrupt leaves the old content or the new one. At a :func:`stage`,
+``PATCHSERIES_SIGNAL_AT=<stage>[:<SIGNAL>][,...]`` makes the process signal itself (default SIGTERM): the tests'
+interrupt at a chosen point, without a sleep."""
 
 from __future__ import annotations
 
 import os
 import signal
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 
 SIGNAL_AT_ENV = "PATCHSERIES_SIGNAL_AT"
@@ -16,8 +19,8 @@ _INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """While the block runs, the first SIGINT, SIGTERM or SIGHUP raises KeyboardInterrupt; later ones are ignored, so
-    that they never cut the clean-up the first one started short."""
+    """While the block runs, the first SIGINT, SIGTERM or SIGHUP raises KeyboardInterrupt; later ones are ignored: they
+    never cut the clean-up the first one started short."""
     received = False
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
@@ -47,3 +50,18 @@ def stage(name: str) -> None:
         at, _, signame = wanted.partition(":")
         if at == name:
             os.kill(os.getpid(), getattr(signal, signame or "SIGTERM"))
+
+
+def write_file(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` in one rename: an interrupt or a failed write leaves ``path`` as it was."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".partial")
+    os.close(fd)
+    staged = Path(name)
+    try:
+        staged.write_bytes(text.encode())
+        staged.chmod(0o644)
+        stage(f"write-{path.name}")
+        os.replace(staged, path)
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise

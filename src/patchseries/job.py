@@ -13,7 +13,6 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries.atomic import write_file
 from patchseries.changed_lines import ChangedLines, measure_tree
 from patchseries.errors import SeriesError
 from patchseries.gates import (
@@ -27,6 +26,7 @@ from patchseries.gates import (
     run_upstream_tests,
 )
 from patchseries.gitcmd import add_excludes, git, git_path, remove_excludes
+from patchseries.interrupts import write_file
 from patchseries.paths import ACCEPTANCE_DIR, Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log

@@ -1,9 +1,7 @@
-"""The tool's one lock: an exclusive ``flock``, taken at once or refused at once, held for the whole command.
-
-It locks a work directory (its file ``patchseries.lock`` names the run), a series folder that ``export`` or ``forward``
-rewrites and a ``dist`` folder that ``wheels`` writes (the folder's own ``flock``, shared by every work directory, no
-file added). The kernel drops a ``flock`` when its process ends however it ends: nothing is left to refuse the next run.
-"""
+"""The tool's one lock: an exclusive ``flock``, taken or refused at once, held for the whole command, on a work
+directory (its file ``patchseries.lock`` names the run), a series folder that ``export`` or ``forward`` rewrites or a
+``dist`` folder that ``wheels`` writes (the folder's own ``flock``). The kernel drops a ``flock`` when its process ends
+however it ends: nothing is left to refuse the next run."""
 
 from __future__ import annotations
 
@@ -59,7 +57,6 @@ class Lock:
 
 @contextmanager
 def hold(path: Path, refusal: Callable[[str], str], *, file: bool = False, make: bool = False) -> Iterator[Lock]:
-    """:class:`Lock` of ``path``, acquired now and released on leaving."""
     lock = Lock(path, refusal, file=file)
     try:
         lock.acquire(make)
@@ -94,15 +91,13 @@ def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Itera
 
 @contextmanager
 def series_lock(folder: Path) -> Iterator[None]:
-    """Hold the lock of a series folder that ``export`` or ``forward`` rewrites, or refuse at once."""
     refusal = f"another patchseries export or forward is writing {folder}; wait for it to end and re-run"
     with hold(folder, lambda _: refusal):
         yield
 
 
 def _refuse_unless_ignored(workdir: Path, given_as: str) -> None:
-    """Refuse a work directory in a git tree that does not ignore it (``--workdir .`` in a clone, an edit tree): the
-    tool would write its downloads and trees among that tree's files."""
+    """Refuse a work directory in a git tree that does not ignore it (``--workdir .`` in a clone, an edit tree)."""
     folder = next((f for f in (workdir, *workdir.parents) if (f / ".git").exists()), None)
     if folder is None:
         return

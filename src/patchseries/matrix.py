@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchseries.atomic import write_file
 from patchseries.changed_lines import ChangedLines, added_lines, line_hits, measure, merge
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import add_excludes, git, out
+from patchseries.interrupts import write_file
 from patchseries.job import BaseChoice, Prepared, install_acceptance, prepare, write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace, project_root
 from patchseries.progress import Log

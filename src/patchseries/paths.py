@@ -23,35 +23,32 @@ SCRATCH = "patchseries-tmp"  # a name no person gives a folder: the lock's holde
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def path_option(value: str) -> Path:
-    """A path option's value (argparse ``type=``): not blank (the current directory, silently), no control character
-    (a newline: no one-line error, no printed command could name it)."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError("needs a path, not an empty string")
-    if _CONTROL.search(value):
-        raise argparse.ArgumentTypeError(f"{value!r} has a control character (a newline, a tab, ...); pass a path "
-                                         "without one")  # fmt: skip
-    return Path(value)
-
-
-def name_option(value: str) -> str:
-    """A name option's value (a git ref, a package): not blank, no control character."""
+def _plain(what: str, value: str) -> str:
+    # blank: silently the current directory; a control character (a newline): no one-line error or printed command
     if not value.strip() or _CONTROL.search(value):
-        raise argparse.ArgumentTypeError(f"needs a name, not {value!r}")
+        raise argparse.ArgumentTypeError(f"needs a {what}, not {value!r} (blank, or with a control character)")
     return value
 
 
+def path_option(value: str) -> Path:
+    """argparse ``type=`` of a path option: not blank, no control character (a newline, a tab, ...)."""
+    return Path(_plain("path", value))
+
+
+def name_option(value: str) -> str:
+    """argparse ``type=`` of a name option (a git ref, a package): not blank, no control character."""
+    return _plain("name", value)
+
+
 def project_root() -> Path | None:
-    """The checkout this package runs from if it has ``patches/series``, else the nearest of the current directory
-    and its parents that has one (an installed package), else None."""
+    """The checkout this package runs from, else (an installed package) the nearest of the current directory and its
+    parents, that has ``patches/series``."""
     here = Path.cwd().resolve()
     roots = (PROJECT_ROOT, here, *here.parents)
     return next((root for root in roots if (root / SERIES_DIR / "series").is_file()), None)
 
 
-class _Under:
-    """A path of a :class:`Workspace`: ``<its attribute>/<name>``."""
-
+class _Under:  # a path of a Workspace: <its attribute>/<name>
     def __init__(self, attribute: str, name: str) -> None:
         self.attribute, self.name = attribute, name
 
@@ -76,8 +73,7 @@ class Workspace:
     scratch = _Under("workdir", SCRATCH)  # the runs' temporary folders: emptied by the work directory's lock
 
     @property
-    def acceptance(self) -> Path:
-        """``acceptance/`` of the project root (for every series of it), else beside ``patches``."""
+    def acceptance(self) -> Path:  # the project root's (for every series of it), else beside ``patches``
         return (self.project or self.patches.parent) / ACCEPTANCE_DIR
 
     def command(self, *args: str | Path) -> str:
@@ -85,7 +81,7 @@ class Workspace:
         return tool_command(*args, *self.options)
 
     def command_on(self, patches: str | Path, *args: str | Path) -> str:
-        """:meth:`command` on another series folder: ``--patches patches`` and this run's own --workdir."""
+        """:meth:`command` on another series folder: ``--patches patches``, this run's own --workdir."""
         workdir = ("--workdir", self.workdir) if "--workdir" in self.options else ()
         return tool_command(*args, "--patches", patches, *workdir)
 
@@ -106,8 +102,8 @@ class Workspace:
                 f"--patches {patches} is not a directory; pass the series folder (the one with series and base.toml)"
             )
         if env and not env.strip():  # as a blank --workdir is refused
-            raise SeriesError(f"{WORKDIR_ENV}={env!r} is blank; set it to a directory, or unset it to use .work/ "
-                              "beside patches/")  # fmt: skip
+            blank = f"{WORKDIR_ENV}={env!r} is blank; set it to a directory, or unset it to use .work/ beside patches/"
+            raise SeriesError(blank)
         options += ("--workdir", str(workdir.resolve())) if workdir else ()
         workdir = (workdir or (Path(env) if env else (root or patches.resolve().parent) / ".work")).resolve()
         if workdir.exists() and not workdir.is_dir():
@@ -119,26 +115,18 @@ class Workspace:
 
 
 def tool_command(*args: str | Path) -> str:
-    """A command of this tool for a person to run: ``<this interpreter> -m patchseries ARGS``, which runs as written
-    from any shell and directory (a plain ``python`` there may lack the package)."""
+    """A command of this tool for a person to run, from any shell and directory (a plain ``python`` may lack it)."""
     return shell(sys.executable or "python3", "-m", "patchseries", *args)
 
 
-def shell(*words: str | Path) -> str:
-    """A command line, each word quoted where a shell would split or expand it."""
+def shell(*words: str | Path) -> str:  # each word quoted where a shell would split or expand it
     return " ".join(shlex.quote(str(word)) for word in words)
 
 
 def kept_path(path: Path) -> Path:
-    """Where a refusal tells a person to move their folder: the first free of ``<path>.mine``, ``<path>.mine-2``, ...
-    (``mv`` to a folder that exists would move into it)."""
+    """Where a refusal tells a person to move their folder: the first free of ``<path>.mine``, ``<path>.mine-2``..."""
     names = (path.with_name(f"{path.name}.mine{'' if n == 1 else f'-{n}'}") for n in itertools.count(1))
     return next(kept for kept in names if not (kept.exists() or kept.is_symlink()))
-
-
-def partial_path(final: Path) -> Path:
-    """Where something is built before it is renamed to ``final``."""
-    return final.with_name(final.name + ".partial")
 
 
 def remove(path: Path) -> None:
@@ -147,13 +135,10 @@ def remove(path: Path) -> None:
 
     def named(function: Any, failed: str, error: Any) -> None:
         error = error if isinstance(error, BaseException) else error[1]  # onexc, or onerror's exc_info
-        if isinstance(error, OSError) and error.filename != failed:
-            raise OSError(error.errno, error.strerror, failed) from error
-        raise error
+        raise OSError(error.errno, error.strerror, failed) from error
 
-    if path.is_dir() and not path.is_symlink() and sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=named)
-    elif path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, onerror=named)
+    hook: dict[str, Any] = {"onexc" if sys.version_info >= (3, 12) else "onerror": named}
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, **hook)
     elif path.exists() or path.is_symlink():
         path.unlink()

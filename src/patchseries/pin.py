@@ -19,37 +19,42 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-# Every key a pin may have, per table: anything else is a typo (``base_comit``) that would silently turn a check off
-_KEYS = {
-    "": ("base", "sdist", "wheels"),
-    "base": ("name", "version", "tag", "git_url", "release_date", "commit"),
-    "sdist": ("url", "sha256", "root", "base_commit", "lacks"),
-    "wheels": ("series_version", "fingerprint"),  # and a table per standalone package
-    "package": ("subpackage", "url", "sha256", "root", "ships"),
-}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").fullmatch
-_SHA256 = re.compile(r"[0-9a-fA-F]{64}").fullmatch
 
 
-def _is_url(value: str) -> bool:  # a download address (``git_url`` is left to git, which clones more)
-    parts = urllib.parse.urlsplit(value)
-    return parts.scheme in ("https", "http", "file") and bool(parts.netloc or parts.path)
+def _list_of(check: Callable[[str], Any]) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, list) and all(isinstance(item, str) and check(item) for item in value)
 
 
-# Each kind of value: its check (false, or ValueError, for a bad value) and how a bad one is named
-_CHECKS: dict[str, tuple[Callable[[str], Any], str]] = {
-    "nonempty": (str.strip, "is empty"),
+# Every key of each table and the kind of its value; a trailing "?" marks an optional key (empty where absent).
+# Any other key is a typo (``base_comit``) that would silently turn a check off, so it is refused.
+_SCHEMA = {
+    "base": dict(name="text", version="name", tag="text", git_url="text", release_date="date", commit="commit?"),
+    "sdist": dict(url="url", sha256="sha256", root="name", base_commit="commit?", lacks="paths?"),
+    "wheels": dict(series_version="count", fingerprint="sha256?"),  # and a table per standalone package
+    "wheels.*": dict(subpackage="module", url="url", sha256="sha256", root="name", ships="modules"),
+}
+# Each kind: its check (false, or ValueError, for a bad value) and what a bad value is, ``{}`` standing for the value
+_CHECKS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "text": (str.strip, "is empty"),
     "name": (  # names a folder (``sdist-<version>``, the sdist's top folder): one path component, no blanks
         re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*").fullmatch,
-        "is not a name such as 2.6.6 (letters, digits, '.', '_', '+', '-'): {!r}",
+        "is not a name such as 2.6.6 (letters, digits, '.', '_', '+', '-'): {}",
     ),
-    "sha256": (_SHA256, "is not 64 hexadecimal digits (a sha256 digest): {!r}"),
-    "fingerprint": (_SHA256, "is not the series' fingerprint (64 hexadecimal digits): {!r}"),
-    "commit": (re.compile(r"[0-9a-f]{40}").fullmatch, "must be a full 40-hex commit id, not {!r}"),
-    "url": (_is_url, "is not a URL (https://... or file://...): {!r}"),
-    "date": (dt.date.fromisoformat, "is not a date such as 2026-09-10: {!r}"),
-    "module": (_IDENTIFIER, "is not a module name (such as pytorch): {!r}"),
+    "sha256": (re.compile(r"[0-9a-fA-F]{64}").fullmatch, "is not 64 hexadecimal digits (a sha256 digest): {}"),
+    "commit": (re.compile(r"[0-9a-f]{40}").fullmatch, "must be a full 40-hex commit id, not {}"),
+    "url": (  # a download address (``git_url`` is left to git, which clones more)
+        lambda value: urllib.parse.urlsplit(value).scheme in ("https", "http", "file"),
+        "is not a URL (https://... or file://...): {}",
+    ),
+    "date": (dt.date.fromisoformat, "is not a date such as 2026-09-10: {}"),
+    "module": (_IDENTIFIER, "is not a module name (such as pytorch): {}"),
+    # the kinds below are not strings
+    "count": (lambda value: type(value) is int and value >= 1, "is not a positive integer (such as 7): {}"),
+    "paths": (_list_of(str.strip), "is not a list of paths: {}"),
+    "modules": (_list_of(_IDENTIFIER), 'is not a list of subpackage names (such as ["pytorch", "fabric"]): {}'),
 }
+_NOT_STRINGS = ("count", "paths", "modules")
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ class Pin:
     release_date: str
     base_commit: str
     sdist_lacks: tuple[str, ...]
-    commit: str = ""  # a series against an upstream commit (the forward series for master) pins it here, no sdist
+    commit: str  # a series against an upstream commit (the forward series for master) pins it here, no sdist
     wheels: Wheels | None = None
 
     @property
@@ -111,130 +116,94 @@ class Pin:
         return self.commit or self.tag
 
 
-class _BadPin(Exception):
-    """A value of the pin file that the tool cannot use; the message says which and why."""
+class _BadPin(Exception):  # a value of the pin file that the tool cannot use; the message says which and why
+    pass
 
 
 def load_pin(path: Path) -> Pin:
     """Read and check a pin file, saved with a byte-order mark or not."""
     try:
-        data = tomllib.loads(path.read_bytes().decode().removeprefix("\ufeff"))
+        return _pin(tomllib.loads(path.read_bytes().decode().removeprefix("\ufeff")))
     except FileNotFoundError:
         raise SeriesError(f"pin file {path} does not exist") from None
     except UnicodeDecodeError as exc:  # TOML is UTF-8
         raise SeriesError(f"pin file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise SeriesError(f"pin file {path} is not valid TOML: {exc}") from None
-    try:
-        return _pin(data)
-    except KeyError as exc:
-        raise SeriesError(f"pin file {path} lacks the key {exc.args[0]!r}") from None
     except _BadPin as exc:
         raise SeriesError(f"pin file {path}: {exc}") from None
 
 
 def _pin(data: dict[str, Any]) -> Pin:
-    base = _table(data, "base", "[base] with name, version, ...")
-    _known(data, "", _KEYS[""])
-    _known(base, "[base] ", _KEYS["base"])
-    name, version = _get(base, "base", "name", "nonempty"), _get(base, "base", "version", "name")
-    git_url, commit = _get(base, "base", "git_url", "nonempty"), _get(base, "base", "commit", "commit", default="")
-    if commit:  # pinned to an upstream commit: there is no release, so no sdist and no tag
-        for table in ("sdist", "wheels"):
-            if table in data:
-                raise _BadPin(f"[{table}] is for a release: a series pinned to an upstream commit has none; remove one")
-        return Pin(
-            name, version, _get(base, "base", "tag", default=""), git_url, sdist_url="", sdist_sha256="",
-            sdist_root="", release_date=_get(base, "base", "release_date", "date", default=""), base_commit=commit,
-            sdist_lacks=(), commit=commit,
-        )  # fmt: skip
-    sdist = _table(data, "sdist", "[sdist] with url, sha256, ...")
-    _known(sdist, "[sdist] ", _KEYS["sdist"])
-    lacks = sdist.get("lacks", [])
-    if not isinstance(lacks, list) or not all(isinstance(item, str) and item.strip() for item in lacks):
-        raise _BadPin(f"[sdist] lacks is not a list of paths: {_shown(lacks)}")
-    sha256, base_commit = _get(sdist, "sdist", "sha256", "sha256"), _get(sdist, "sdist", "base_commit", "commit", "")
-    tag, date = _get(base, "base", "tag", "nonempty"), _get(base, "base", "release_date", "date")
-    wheels = _wheels(_table(data, "wheels", "[wheels] with series_version, ..."), name) if "wheels" in data else None
-    return Pin(
-        name, version, tag, git_url, _get(sdist, "sdist", "url", "url"), sha256.lower(),
-        _get(sdist, "sdist", "root", "name"), date, base_commit, tuple(lacks), wheels=wheels,
-    )  # fmt: skip
+    commit_pinned = isinstance(data.get("base"), dict) and bool(data["base"].get("commit"))
+    base = _table(data, "base", optional=("tag", "release_date") if commit_pinned else ())
+    unknown = sorted(set(data) - {"base", "sdist", "wheels"})
+    if unknown:
+        raise _BadPin(f"has the unknown table '[{unknown[0]}]'; known: base, sdist, wheels")
+    if commit_pinned:  # pinned to an upstream commit: there is no release, so no sdist and no wheels
+        if "sdist" in data or "wheels" in data:
+            raise _BadPin("[sdist] and [wheels] are for a release: a series pinned to an upstream commit has none")
+        sdist = {"url": "", "sha256": "", "root": "", "base_commit": base["commit"], "lacks": ()}
+    else:
+        sdist = _table(data, "sdist")
+    sdist_fields = {("" if key == "base_commit" else "sdist_") + key: value for key, value in sdist.items()}
+    return Pin(**base, **sdist_fields, wheels=_wheels(data, base["name"]) if "wheels" in data else None)
 
 
-def _wheels(wheels: dict[str, Any], unified: str) -> Wheels:
-    _known({key: value for key, value in wheels.items() if not isinstance(value, dict)}, "[wheels] ", _KEYS["wheels"])
-    version = wheels.get("series_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise _BadPin(f"[wheels] series_version is not a positive integer (such as 7): {_shown(version)}")
-    fingerprint = _get(wheels, "wheels", "fingerprint", "fingerprint", default="")
-    standalones = tuple(_standalone(name, table) for name, table in wheels.items() if isinstance(table, dict))
+def _wheels(data: dict[str, Any], unified: str) -> Wheels:
+    wheels = _table(data, "wheels")
+    standalones = []
+    for name, table in data["wheels"].items():
+        if isinstance(table, dict):
+            standalones.append(Standalone(name, **_table(data["wheels"], name, prefix="wheels.")))
     subpackages = [s.subpackage for s in standalones]
-    if len(set(subpackages)) != len(subpackages):
-        raise _BadPin("[wheels] names one subpackage for two standalone packages")
-    for standalone in standalones:
-        if standalone.name == unified:
-            raise _BadPin(f"[wheels.{standalone.name}] is the unified package, pinned in [sdist]")
-        missing = [sub for sub in standalone.ships if sub not in subpackages]
-        if missing:
-            raise _BadPin(f"[wheels.{standalone.name}] ships {missing[0]!r}, which no [wheels.*] table names as its "
-                          "subpackage")  # fmt: skip
-    return Wheels(version, fingerprint.lower(), standalones)
+    for s in standalones:
+        problems = [
+            (not _IDENTIFIER(s.name), "is not a package's import name (such as pytorch_lightning)"),
+            (s.name == unified, "is the unified package, pinned in [sdist]"),
+            (s.subpackage not in s.ships, f"ships does not list its own subpackage {s.subpackage!r}"),
+            (subpackages.count(s.subpackage) > 1, "names a subpackage that another [wheels.*] table names too"),
+            (not set(s.ships) <= set(subpackages), "ships a subpackage that no [wheels.*] table names"),
+        ]
+        problem = next((message for bad, message in problems if bad), "")
+        if problem:
+            raise _BadPin(f"[wheels.{s.name}] {problem}")
+    return Wheels(**wheels, standalones=tuple(standalones))
 
 
-def _standalone(name: str, table: dict[str, Any]) -> Standalone:
-    where = f"wheels.{name}"
-    if not _IDENTIFIER(name):
-        raise _BadPin(f"[{where}] is not a package's import name (such as pytorch_lightning)")
-    _known(table, f"[{where}] ", _KEYS["package"])
-    subpackage, url = _get(table, where, "subpackage", "module"), _get(table, where, "url", "url")
-    sha256, root = _get(table, where, "sha256", "sha256").lower(), _get(table, where, "root", "name")
-    ships = table.get("ships")
-    if not (isinstance(ships, list) and ships and all(isinstance(s, str) and _IDENTIFIER(s) for s in ships)):
-        raise _BadPin(f'[{where}] ships is not a list of subpackage names (such as ["pytorch", "fabric"])')
-    if subpackage not in ships:
-        raise _BadPin(f"[{where}] ships does not list its own subpackage {subpackage!r}")
-    return Standalone(name, subpackage, url, sha256, root, tuple(ships))
-
-
-def _get(table: dict[str, Any], where: str, key: str, check: str = "", default: str | None = None) -> str:
-    """The string ``table[key]`` (``default`` where it is optional), of the kind ``check`` names if it is given."""
-    if key not in table and default is None:
-        raise _BadPin(f"[{where}] lacks the key {key!r}")
-    value = table.get(key, default)
-    if not isinstance(value, str):
-        raise _BadPin(f"[{where}] {key} is not a string: {_shown(value)}")
-    if check and (value or default is None):
+def _table(parent: dict[str, Any], name: str, optional: tuple[str, ...] = (), prefix: str = "") -> dict[str, Any]:
+    """The values of the table ``parent[name]``, each checked as ``_SCHEMA`` says; ``optional``: more keys that may be
+    absent. The sub-tables of ``[wheels]`` (the standalone packages) are checked on their own."""
+    where, table = prefix + name, parent.get(name)
+    schema = _SCHEMA["wheels.*" if prefix else name]
+    if not isinstance(table, dict):
+        raise _BadPin(f"[{where}] is not a table ([{where}] with {', '.join(list(schema)[:2])}, ...)")
+    keys = [key for key, value in table.items() if not (where == "wheels" and isinstance(value, dict))]
+    unknown = sorted(set(keys) - set(schema))
+    if unknown:
+        what = "table" if isinstance(table[unknown[0]], dict) else "key"
+        raise _BadPin(f"[{where}] has the unknown {what} {unknown[0]!r}; known: {', '.join(schema)}")
+    values = {}
+    for key, kind in schema.items():
+        absent_ok, kind = kind.endswith("?") or key in optional, kind.rstrip("?")
+        if key not in table and not absent_ok:
+            raise _BadPin(f"[{where}] lacks the key {key!r}")
+        value = table.get(key, [] if kind in _NOT_STRINGS else "")
+        if kind not in _NOT_STRINGS and not isinstance(value, str):
+            raise _BadPin(f"[{where}] {key} is not a string: {_shown(value)}")
+        check, bad = _CHECKS[kind]
         try:
-            good = _CHECKS[check][0](value)
+            good = (absent_ok and value == "") or check(value)
         except ValueError:
             good = False
         if not good:
-            raise _BadPin(f"[{where}] {key} {_CHECKS[check][1].format(value)}")
-    return value
-
-
-def _table(data: dict[str, Any], name: str, shape: str) -> dict[str, Any]:
-    table = data[name]
-    if not isinstance(table, dict):
-        raise _BadPin(f"[{name}] is not a table ({shape})")
-    return table
-
-
-def _known(table: dict[str, Any], where: str, keys: tuple[str, ...]) -> None:
-    unknown = sorted(set(table) - set(keys))
-    if unknown:
-        what = "table" if isinstance(table[unknown[0]], dict) else "key"
-        name = f"[{unknown[0]}]" if what == "table" and not where else unknown[0]
-        raise _BadPin(f"{where}has the unknown {what} {name!r}; known: {', '.join(keys)}")
+            raise _BadPin(f"[{where}] {key} {bad.format(_shown(value))}")
+        # a digest compares with hashlib's (lower case); a list is kept as a tuple
+        values[key] = tuple(value) if isinstance(value, list) else value.lower() if kind == "sha256" else value
+    return values
 
 
 def _shown(value: object) -> str:
-    """A TOML value as the pin file spells it, not as Python's repr (``datetime.date(2026, 9, 10)``)."""
-    if isinstance(value, (dt.date, dt.time)):
+    if isinstance(value, (dt.date, dt.time)):  # not Python's datetime.date(2026, 9, 10)
         return f'{value.isoformat()} (a TOML date; quote it: "{value.isoformat()}")'
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (dict, list)):
-        return "a table" if isinstance(value, dict) else "a list"
-    return repr(value) if isinstance(value, str) else str(value)
+    return repr(value)

@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from patchseries import gitcmd
-from patchseries.atomic import write_file
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import TOOL_IDENTITY, add_excludes, failure_cause, git, git_path, has_path, out
-from patchseries.interrupts import stage
+from patchseries.interrupts import stage, write_file
 from patchseries.paths import Workspace, kept_path, remove, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
