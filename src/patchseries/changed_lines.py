@@ -1,8 +1,5 @@
-"""Coverage of the lines the series adds or changes (Codecov's patch coverage, ``diff-cover``'s figure).
-
-The lines are the ``+`` lines of ``git diff -U0 base series`` in Python files under ``src/``; coverage.py's XML report
-decides which count (its executable lines) and which are covered (a hit). Runs merge by union (the torch matrix).
-"""
+"""Coverage of the lines the series adds or changes (Codecov's patch coverage, ``diff-cover``'s figure): the ``+``
+lines of ``git diff -U0 base series`` that coverage.py's XML report counts as executable; runs merge by union."""
 
 from __future__ import annotations
 

@@ -169,22 +169,22 @@ def _refuse_losing(folder: Path, staging: Path, written: list[str], removed: lis
 
 def _switch(folder: Path, staging: Path, written: list[str], removed: list[str]) -> None:
     """Rename ``written`` in, then remove ``removed``; an interrupt puts back what was there (hard links in staging)."""
-    (staging / "old").mkdir()
-    done: list[str] = []
+    old = staging / "old"
+    old.mkdir()
+    for name in [*written, *removed]:
+        if (folder / name).is_file():
+            os.link(folder / name, old / name)
     try:
-        for name in [*written, *removed]:
-            if (folder / name).is_file():
-                os.link(folder / name, staging / "old" / name)
-            done.append(name)
-            if name in written:
-                os.replace(staging / name, folder / name)
-                stage("export-switch")
-            elif (folder / name).is_file():
+        for name in written:
+            os.replace(staging / name, folder / name)
+            stage("export-switch")
+        for name in removed:
+            if (folder / name).is_file():  # a folder the series names is none of export's
                 (folder / name).unlink()
     except BaseException:
-        for name in reversed(done):
-            if (staging / "old" / name).is_file():
-                os.replace(staging / "old" / name, folder / name)
+        for name in [*written, *removed]:
+            if (old / name).is_file():
+                os.replace(old / name, folder / name)
             elif name in written:
                 (folder / name).unlink(missing_ok=True)
         raise

@@ -142,15 +142,10 @@ def parse_patch(path: Path) -> Patch:
     return Patch(path=path, subject=subject, changes=tuple(changes), trailers=tuple(_trailers(lines)))
 
 
-def author_header(text: str) -> re.Match[str] | None:
-    """The ``From:`` header of a patch file's mail headers (not a ``From:`` line of its message)."""
-    return FROM_HEADER.search(text.split("\n\n", 1)[0])
-
-
 def without_author(patch: bytes) -> bytes:
     """A patch file's bytes less its ``From:`` header (what ``--author`` sets; the rest is the commit's)."""
     text = patch.decode(errors="surrogateescape")
-    found = author_header(text)
+    found = FROM_HEADER.search(text.split("\n\n", 1)[0])  # a mail header, not a ``From:`` line of the message
     return patch if found is None else (text[: found.start()] + text[found.end() :]).encode(errors="surrogateescape")
 
 
@@ -269,14 +264,10 @@ def fingerprint(patches: list[Patch]) -> str:
 
 def _trailers(lines: list[str]) -> list[tuple[str, str]]:
     """The ``Key: value`` trailer block that ends the commit message (just before the ``---`` separator)."""
-    try:
-        end = lines.index("---")
-    except ValueError:
-        return []
     block: list[tuple[str, str]] = []
-    for line in reversed(lines[:end]):
+    for line in reversed(lines[: lines.index("---")] if "---" in lines else []):
         match = _TRAILER.match(line)
         if not match:
             break
-        block.append((match.group(1), match.group(2)))
-    return list(reversed(block))
+        block.insert(0, (match.group(1), match.group(2)))
+    return block
