@@ -120,7 +120,8 @@ def parse_patch(path: Path) -> Patch:
     """Parse a ``git format-patch`` file; raise if it is not one (one patch a file) or if git cannot read its diff."""
     text = path.read_text(errors="replace")
     lines = text.splitlines()
-    subject = HeaderParser(policy=email.policy.default).parsestr(text)["Subject"]  # unfolded, RFC 2047 decoded
+    headers = HeaderParser(policy=email.policy.default).parsestr(text.removeprefix("\ufeff"))  # BOM: am says why
+    subject = headers["Subject"]  # unfolded, RFC 2047 decoded
     changes: list[FileChange] = []
     for index, line in enumerate(lines):
         header = diff_paths(line)
