@@ -25,7 +25,6 @@ from conftest import (
     shell,
     without_the_tool,
 )
-from patchseries import export, gitcmd
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report, export_series
 from patchseries.series import read_series
@@ -99,32 +98,6 @@ def test_export_with_relative_paths_from_another_directory_writes_the_patches_fo
     assert sorted(p.name for p in synthetic.ws.patches.glob("*.patch")) == names
     assert git(synthetic.tree, "status", "--porcelain", "--untracked-files=all") == ""  # nothing staged in the tree
     assert list(elsewhere.iterdir()) == []
-
-
-def test_an_export_that_makes_no_patch_over_a_series_that_lists_some_is_refused_and_changes_nothing(
-    synthetic, tmp_path, monkeypatch
-):
-    before = {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()}
-    tree_before = git(synthetic.tree, "status", "--porcelain", "--untracked-files=all")
-    elsewhere = tmp_path / "elsewhere"
-
-    def patches_go_elsewhere(*args, **kwargs):  # what a staging folder that git read as another path did
-        if "format-patch" in args:
-            args = tuple(elsewhere if export.SCRATCH_PREFIX in str(a) else a for a in args)
-        return gitcmd.git(*args, **kwargs)
-
-    monkeypatch.setattr(export, "git", patches_go_elsewhere)
-
-    with pytest.raises(SeriesError) as refused:
-        export_series(synthetic.tree, synthetic.ws.patches, branch="series")
-
-    assert "\n" not in str(refused.value)
-    assert str(refused.value).startswith(f"export of base..series of {synthetic.tree} made no patch, while ")
-    assert "lists 2 (0001-Fix-the-answer.patch, ...); refusing to empty the series, nothing was written" in str(
-        refused.value
-    )
-    assert {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()} == before
-    assert git(synthetic.tree, "status", "--porcelain", "--untracked-files=all") == tree_before
 
 
 def test_export_of_a_missing_branch_is_refused(synthetic):

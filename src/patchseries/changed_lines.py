@@ -1,8 +1,5 @@
-"""Coverage of the lines the series adds or changes (Codecov's patch coverage, ``diff-cover``'s figure).
-
-The lines are the ``+`` lines of ``git diff -U0 base series`` in Python files under ``src/``; coverage.py's XML report
-decides which count (its executable lines) and which are covered (a hit). Runs merge by union (the torch matrix).
-"""
+"""Coverage of the lines the series adds or changes (Codecov's patch coverage, ``diff-cover``'s figure): the ``+``
+lines of ``git diff -U0 base series`` that coverage.py's XML report counts as executable; runs merge by union."""
 
 from __future__ import annotations
 
@@ -32,22 +29,12 @@ class ChangedLines:
     files: dict[str, FileLines] = field(default_factory=dict)
     unmeasured: list[str] = field(default_factory=list)
 
-    @property
-    def covered(self) -> int:
-        return sum(len(f.covered) for f in self.files.values())
-
-    @property
-    def total(self) -> int:
-        return sum(len(f.covered) + len(f.missed) for f in self.files.values())
-
-    @property
-    def percent(self) -> float | None:
-        return round(100 * self.covered / self.total, 1) if self.total else None
-
     def line(self) -> str:
-        percent = "n/a" if self.percent is None else f"{self.percent}%"
+        covered = sum(len(f.covered) for f in self.files.values())
+        total = covered + sum(len(f.missed) for f in self.files.values())
+        percent = f"{round(100 * covered / total, 1)}%" if total else "n/a"
         more = f", {len(self.unmeasured)} changed files not in the coverage report" if self.unmeasured else ""
-        return f"{self.covered}/{self.total} covered ({percent}){more}"
+        return f"{covered}/{total} covered ({percent}){more}"
 
     def missed_lines(self) -> list[tuple[str, int, str]]:
         return [(path, n, f.missed[n]) for path, f in sorted(self.files.items()) for n in sorted(f.missed)]
@@ -91,7 +78,7 @@ def added_lines(repo: Path, base: str, head: str, prefix: str = "src/") -> dict[
     return parse_added_lines(diff, prefix)
 
 
-def parse_added_lines(diff: str, prefix: str = "src/") -> dict[str, dict[int, str]]:
+def parse_added_lines(diff: str, prefix: str = "src/") -> dict[str, dict[int, str]]:  # the lines of a diff
     added: dict[str, dict[int, str]] = {}
     for section in file_sections(diff):
         path = section_path(section)  # the header's: a "+++" line ends with a tab when the path has a space
@@ -123,11 +110,8 @@ def measure(added: dict[str, dict[int, str]], hits: dict[str, dict[int, int]]) -
             continue
         executable = hits[max(names, key=len)]
         counted = result.files[path] = FileLines()
-        for number, text in lines.items():
-            if number in executable and executable[number] > 0:
-                counted.covered.add(number)
-            elif number in executable:
-                counted.missed[number] = text
+        counted.covered = {number for number in lines if executable.get(number, 0) > 0}
+        counted.missed = {number: text for number, text in lines.items() if executable.get(number) == 0}
     return result
 
 

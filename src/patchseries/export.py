@@ -17,7 +17,6 @@ from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
 from patchseries.series import (
     Patch,
-    author_header,
     crlf_problem,
     dropped_hunks,
     file_sections,
@@ -69,27 +68,17 @@ def export_series(
     edit: str = tool_command("edit"),
 ) -> list[str]:
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files and ``series`` into ``patches_dir``, made in a
-    fresh folder and renamed in last. What it replaces must be kept elsewhere (:func:`_refuse_losing`) unless
-    ``replace_unexported`` (forward's own folder); hunks for files the base lacks (``lacks``) are dropped only with
-    ``drop_lacking``; ``refuse_placeholder_authors``: for ``patches/``; ``upstream_edit``, ``edit``: for refusals."""
+    fresh folder and renamed in last. What it replaces must be kept elsewhere unless ``replace_unexported``; hunks
+    for files the base lacks (``lacks``) are dropped only with ``drop_lacking``."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
     label, branch = branch, branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
     base_label = base.removeprefix("refs/heads/")
-    for worktree in worktrees(repo):
-        dirty = uncommitted_files(worktree, user_config=True)  # what the person's own gitignore hides is not work
-        if dirty:
-            shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
-            raise SeriesError(
-                f"{worktree} has uncommitted changes ({shown}), which export would leave out; commit them on {label} "
-                f"(git commit, or git commit --fixup and git rebase -i --autosquash {base_label}) or stash them, "
-                "then export"
-            )
     if git("check-ref-format", branch, check=False).returncode != 0:
         raise SeriesError(f"--branch {label!r} is not a branch name; pass the name of a branch of {repo}")
-    if git("rev-parse", "--verify", "--quiet", branch, cwd=repo, check=False).returncode != 0:
+    if not _commit(repo, branch):
         raise SeriesError(f"{repo} has no branch {label!r}; make a tree with `{edit}`, or pass --branch")
-    if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=repo, check=False).returncode != 0:
+    if not _commit(repo, base):
         raise SeriesError(
             f"{repo} has no branch {base_label!r} to export the series against; export from a tree that `{edit}` "
             "made (its branch base is the pinned release)"
@@ -104,34 +93,26 @@ def export_series(
     if not out("rev-list", f"{base}..{branch}", cwd=repo):
         raise SeriesError(f"branch {label!r} has no commits on top of {base_label!r}; nothing to export")
     for worktree in worktrees(repo):
-        _refuse_work_beyond(worktree, branch, label)
+        _refuse_work_outside(worktree, branch, label, base_label)
     _refuse_what_am_cannot_apply(repo, f"{base}..{branch}", base_label)
+    authors = out("log", "--format=%an <%ae>", f"{base}..{branch}", cwd=repo).splitlines()  # as format-patch writes
+    placeholder = next((a for a in authors if is_placeholder(a)), None) if refuse_placeholder_authors else None
+    if placeholder and author is None:  # parse_identity refuses a placeholder --author
+        raise SeriesError(
+            f"patches would have the placeholder author {placeholder}; pass --author 'Name <email>' (or set "
+            f"{AUTHOR_ENV}), or commit with your own identity; nothing was written"
+        )
     patches_dir.mkdir(parents=True, exist_ok=True)
     for leftover in patches_dir.glob(f"{SCRATCH_PREFIX}*"):  # a killed export's: the series lock is held
         shutil.rmtree(leftover, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=patches_dir) as made:
         staging = Path(made)
-        with tempfile.TemporaryDirectory(prefix="patchseries-export-") as tmp:
-            source, commits = (repo, f"{base}..{branch}")
-            if author is not None:
-                source, commits = _authored(repo, base, branch, author, Path(tmp))
-            git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits,
-                cwd=source)  # fmt: skip
-            stage("export-staged")
+        source, commits = (repo, f"{base}..{branch}")
+        if author is not None:
+            source, commits = _authored(repo, base, branch, author, staging / "authored")
+        git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits, cwd=source)
+        stage("export-staged")
         names = sorted(p.name for p in staging.glob("*.patch"))
-        listed = listed_names(patches_dir / "series")
-        if not names and listed:
-            raise SeriesError(
-                f"export of {base_label}..{label} of {repo} made no patch, while {patches_dir / 'series'} lists "
-                f"{len(listed)} ({listed[0]}, ...); refusing to empty the series, nothing was written"
-            )
-        placeholders = [n for n in names if refuse_placeholder_authors and is_placeholder(_from(staging / n))]
-        if placeholders:
-            raise SeriesError(
-                f"{len(placeholders)} patches ({placeholders[0]}, ...) would have the placeholder author "
-                f"{_from(staging / placeholders[0])}; pass --author 'Name <email>' (or set {AUTHOR_ENV}), or commit "
-                "with your own identity; nothing was written"
-            )
         committed = read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
         dropped = [] if drop_lacking else dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])
         if dropped:
@@ -144,7 +125,7 @@ def export_series(
         (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
         written = [*names, "series"]
         (staging / RECORD).write_text("".join(f"{_blob((staging / n).read_bytes())} {n}\n" for n in written))
-        removed = [name for name in listed if name not in written]
+        removed = [name for name in listed_names(patches_dir / "series") if name not in written]
         if not replace_unexported:
             _refuse_losing(patches_dir, staging, written, removed)
         _switch(patches_dir, staging, [*written, RECORD], removed)
@@ -152,13 +133,12 @@ def export_series(
 
 
 def _blob(data: bytes) -> str:
-    """Git's blob id of ``data``."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def _refuse_losing(folder: Path, staging: Path, written: list[str], removed: list[str]) -> None:
-    """Refuse to overwrite or remove a file of ``folder`` whose bytes (line endings aside) are kept nowhere: not
-    committed in git, not what the last export wrote, not in another file of the folder (``cp F F.mine``)."""
+    """Refuse to replace a file whose bytes (line endings aside) git, the last export's record or another file of
+    ``folder`` (``cp F F.mine``) does not hold."""
     at_stake = [*removed, *written]
     committed = git("-C", folder, "ls-tree", "-z", "HEAD", ".", check=False).stdout.split("\0")
     held = {entry.split("\t", 1)[1]: {entry.split()[2]} for entry in committed if "\t" in entry}
@@ -190,38 +170,34 @@ def _refuse_losing(folder: Path, staging: Path, written: list[str], removed: lis
 
 
 def _switch(folder: Path, staging: Path, written: list[str], removed: list[str]) -> None:
-    """Rename ``written`` from ``staging`` into ``folder``, then remove ``removed``; an error or an interrupt on the
-    way puts back what was there (from hard links in ``staging``)."""
-    (staging / "old").mkdir()
-    done: list[str] = []
+    """Rename ``written`` in, then remove ``removed``; an interrupt puts back what was there (hard links in staging)."""
+    old = staging / "old"
+    old.mkdir()
+    for name in [*written, *removed]:
+        if (folder / name).is_file():
+            os.link(folder / name, old / name)
     try:
-        for name in [*written, *removed]:
-            if (folder / name).is_file():
-                os.link(folder / name, staging / "old" / name)
-            done.append(name)
-            if name in written:
-                os.replace(staging / name, folder / name)
-                stage("export-switch")
-            elif (folder / name).is_file():
+        for name in written:
+            os.replace(staging / name, folder / name)
+            stage("export-switch")
+        for name in removed:
+            if (folder / name).is_file():  # a folder the series names is none of export's
                 (folder / name).unlink()
     except BaseException:
-        for name in reversed(done):
-            if (staging / "old" / name).is_file():
-                os.replace(staging / "old" / name, folder / name)
+        for name in [*written, *removed]:
+            if (old / name).is_file():
+                os.replace(old / name, folder / name)
             elif name in written:
                 (folder / name).unlink(missing_ok=True)
         raise
 
 
 def parse_identity(text: str, given_as: str = "--author") -> tuple[str, str]:
-    """``Name <email>`` -> ``(name, email)``; anything else, or an ``@invalid`` address, is refused, naming where it
-    came from (``--author`` or ``$PATCHSERIES_AUTHOR``)."""
-    shown = f"--author {text!r}" if given_as == "--author" else f"{given_as}={text!r}"
-    fix = (
-        "pass --author 'Your Name <you@example.com>'"
-        if given_as == "--author"
-        else f"set {given_as} to 'Your Name <you@example.com>', or unset it to keep the commits' own authors"
-    )
+    """``Name <email>`` -> ``(name, email)``; a refusal names where ``text`` came from (``given_as``)."""
+    shown, fix = (f"--author {text!r}", "pass --author 'Your Name <you@example.com>'")
+    if given_as != "--author":
+        shown = f"{given_as}={text!r}"
+        fix = f"set {given_as} to 'Your Name <you@example.com>', or unset it to keep the commits' own authors"
     match = _IDENTITY.match(text.strip())
     if match is None:
         raise SeriesError(f"{shown} is not an identity of the form 'Name <email>'; {fix}")
@@ -231,10 +207,10 @@ def parse_identity(text: str, given_as: str = "--author") -> tuple[str, str]:
 
 
 def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
-    """Refuse to export ``repo`` into a series whose ``base.toml`` pins another base than its branch ``base``, known
-    by the record ``edit`` wrote, else by its commit (the pinned commit, the sdist's base commit, or the pinned tag)."""
+    """Refuse to export ``repo`` into a series that pins another base: known by the record ``edit`` wrote, else by
+    the commit of its branch ``base`` (the pinned commit, the sdist's base commit, or the pinned tag's)."""
     record = BaseRecord.read(repo)
-    commit = git("rev-parse", "--verify", "--quiet", f"{BASE_REF}^{{commit}}", cwd=repo, check=False).stdout.strip()
+    commit = _commit(repo, BASE_REF)
     if not commit:
         return  # no branch base: export_series says so
     if record is not None:
@@ -243,8 +219,7 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
         where = f"{record.base}, for {record.patches}"
         remedy = f"export it into that series ({ws.command_on(record.patches, 'export', '--tree', repo)})"
     else:
-        tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=repo, check=False)
-        if commit in (pin.commit or pin.base_commit, tagged.stdout.strip() if pin.tag else ""):
+        if commit in (pin.commit or pin.base_commit, _commit(repo, f"refs/tags/{pin.tag}") if pin.tag else ""):
             return
         where = f"commit {commit[:12]}"
         remedy = f"export it into the series of its base (--patches DIR), or tag its base if it is {pin.where}"
@@ -255,8 +230,16 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
     )
 
 
-def _refuse_work_beyond(worktree: Path, branch: str, label: str) -> None:
-    """Refuse commits at a worktree's HEAD on top of the exported branch (a ``checkout -b wip``, a detached HEAD)."""
+def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: str) -> None:
+    """Refuse a worktree's work that export would leave out: uncommitted changes, and commits at its HEAD on top of
+    the exported branch (a ``checkout -b wip``, a detached HEAD)."""
+    dirty = uncommitted_files(worktree, user_config=True)  # what the person's own gitignore hides is not work
+    if dirty:
+        shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
+        raise SeriesError(
+            f"{worktree} has uncommitted changes ({shown}), which export would leave out; commit them on {label} (git "
+            f"commit, or git commit --fixup and git rebase -i --autosquash {base_label}) or stash them, then export"
+        )
     head = git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
     if head == branch or git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode:
         return
@@ -293,20 +276,20 @@ def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> N
 
 
 def is_placeholder(identity: str) -> bool:
-    """Whether an identity's address is in the reserved ``.invalid`` domain (``series@invalid``)."""
+    """Whether an address is in the reserved ``.invalid`` domain (``series@invalid``)."""
     domain = identity.strip().rstrip(">").rsplit("@", 1)[-1].lower()
     return "@" in identity and (domain == "invalid" or domain.endswith(".invalid"))
 
 
-def _from(patch: Path) -> str:
-    match = author_header(patch.read_text(errors=ENCODING_ERRORS))
-    return " ".join(match.group("identity").split()) if match else ""
+def _commit(repo: Path, revision: str) -> str:
+    """The commit ``revision`` names in ``repo``, or ``""``."""
+    found = git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False)
+    return found.stdout.strip()
 
 
-def _authored(repo: Path, base: str, branch: str, author: str, tmp: Path) -> tuple[Path, str]:
+def _authored(repo: Path, base: str, branch: str, author: str, scratch: Path) -> tuple[Path, str]:
     """A scratch clone holding ``base..branch`` re-committed with ``author``, and the range of those commits."""
     name, email = parse_identity(author)
-    scratch = tmp / "authored"
     git("clone", "--quiet", "--shared", "--no-checkout", repo, scratch)
     commits = out("rev-list", "--reverse", f"{base}..{branch}", cwd=repo).split()
     start = parent = out("rev-parse", f"{commits[0]}^", cwd=repo)
@@ -338,13 +321,13 @@ def drift_report(
     """Apply the patches to a scratch clone of the base with no whitespace error, export them again, and list every
     difference; hunks for files the base lacks (``lacks``) are left out, as applying leaves them out, and reported as
     unchecked. ``reexport``: the command that writes the series again, as each problem names it."""
-    if git("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", cwd=base_repo, check=False).returncode != 0:
+    base_commit = _commit(base_repo, base)
+    if not base_commit:
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it (git fetch --tags)")
     report = DriftReport()
     with tempfile.TemporaryDirectory(prefix="patchseries-drift-") as tmp:
         scratch = Path(tmp) / "tree"
         git("clone", "--quiet", "--shared", "--no-checkout", base_repo, scratch)
-        base_commit = out("rev-parse", f"{base}^{{commit}}", cwd=base_repo)
         git("branch", "--quiet", "drift-base", base_commit, cwd=scratch)
         git("checkout", "--quiet", "-b", "drift-check", base_commit, cwd=scratch)
         applied: list[Patch] = []
@@ -380,34 +363,32 @@ def _differences(
     patches: list[Patch], applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]],
     reexport: str,
 ) -> list[str]:  # fmt: skip
-    committed = [p.name for p in applied]
-    fresh = sorted(p.name for p in exported.glob("*.patch"))
-    renumbered = applied != patches  # a patch that changes only files this base lacks was skipped: numbers moved
-    strip = 5 if renumbered else 0
-    if [c[strip:] for c in committed] != [f[strip:] for f in fresh]:
-        return [f"patch names differ from a fresh export: {committed} vs {fresh}"]
+    """Compare the applied patches with a fresh export of them, number aside (a patch that changes only files this
+    base lacks was skipped: the fresh numbers moved), then the series file with what export writes for ``patches``."""
+    fresh = sorted(exported.glob("*.patch"))
+    if [p.name[5:] for p in applied] != [p.name[5:] for p in fresh]:
+        return [f"patch names differ from a fresh export: {[p.name for p in applied]} vs {[p.name for p in fresh]}"]
     problems = []
-    for name, fresh_name in zip(committed, fresh, strict=True):
-        old, new = ((d / n).read_text(errors=ENCODING_ERRORS) for d, n in ((patches_dir, name), (exported, fresh_name)))
-        left_out = unchecked.get(name)
-        if (_comparable(old, left_out) != _comparable(new, [])) if left_out else old != new:
-            keep = shell("cp", patches_dir / name, kept_path(patches_dir / name))  # export replaces a file kept so
+    for patch, new in zip(applied, fresh, strict=True):
+        left_out = unchecked.get(patch.name, [])
+        old, fresh_text = (path.read_text(errors=ENCODING_ERRORS) for path in (patch.path, new))  # CRLF aside
+        if _comparable(old, left_out) != _comparable(fresh_text, left_out):
+            keep = shell("cp", patch.path, kept_path(patch.path))  # export replaces a file kept so
             problems.append(
-                f"{name} differs from a fresh export; keep a copy and re-export it with `{keep} && {reexport}`"
+                f"{patch.name} differs from a fresh export; keep a copy and re-export it with `{keep} && {reexport}`"
             )
     series = (patches_dir / "series").read_bytes().decode()  # as it is: read_text() would turn CRLF into LF
+    numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]
     if "\r" in series:
         problems.append(crlf_problem(patches_dir / "series", reexport, name="series file"))
-    elif renumbered:  # the fresh series lacks the skipped patches: check the committed one's form instead
-        expected = SERIES_HEADER + "".join(f"{p.name}\n" for p in patches)
-        if [p.name[:5] for p in patches] != [f"{i:04d}-" for i in range(1, len(patches) + 1)] or series != expected:
-            problems.append(f"series file or patch numbers differ from what export writes; re-export with `{reexport}`")
-    elif series != (exported / "series").read_text():
-        problems.append(f"series file differs from a fresh export; re-export with `{reexport}`")
+    elif [p.name[:5] for p in patches] != numbered or series != SERIES_HEADER + "".join(f"{p.name}\n" for p in patches):
+        problems.append(f"series file or patch numbers differ from what export writes; re-export with `{reexport}`")
     return problems
 
 
-def _comparable(text: str, left_out: list[str]) -> tuple[str, list[str]]:
-    """A patch's message and its per-file diffs less those of ``left_out`` (the diffstat counts them too)."""
-    head, _, rest = text.partition("\n---\n")
+def _comparable(patch: str, left_out: list[str]) -> object:
+    """A patch as it is, or without its diffstat and the file sections of ``left_out`` (which the stat counts too)."""
+    if not left_out:
+        return patch
+    head, _, rest = patch.partition("\n---\n")
     return head, [section for section in file_sections(rest) if section_path(section) not in left_out]

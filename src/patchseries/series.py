@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import codecs
+import email.policy
 import hashlib
 import os
 import re
 import shlex
 import shutil
 from dataclasses import dataclass, replace
+from email.parser import HeaderParser
 from pathlib import Path
 
 from patchseries.errors import SeriesError
@@ -20,7 +22,6 @@ _FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
 _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
-_SUBJECT = re.compile(r"^Subject: (?:\[[^\]]*\] )?(.*)$")
 _TRAILER = re.compile(r"^([A-Z][A-Za-z-]+): (.+)$")
 _MESSAGE_START = re.compile(r"(?m)^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")  # git format-patch's first line
 FROM_HEADER = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)  # with its continuation lines
@@ -57,7 +58,7 @@ def read_series(series_file: Path) -> list[Patch]:
     if not series_file.is_file():
         raise SeriesError(f"series file {series_file} does not exist")
     directory = series_file.parent.resolve()
-    seen: dict[Path, tuple[str, int]] = {}  # by the file itself: ./0001-x.patch and 0001-x.patch are one patch
+    seen: dict[Path, int] = {}  # by the file itself: ./0001-x.patch and 0001-x.patch are one patch
     patches = []
     for number, name in _listed(series_file):
         path = series_file.parent / name
@@ -67,12 +68,8 @@ def read_series(series_file: Path) -> list[Patch]:
                 f"{series_file} line {number} names {name}, outside {directory}; list patch files of that folder only"
             )
         if resolved in seen:
-            first, line_number = seen[resolved]
-            spelled = name if first == name else f"{first} (as {name})"
-            raise SeriesError(
-                f"{series_file} lists {spelled} twice (lines {line_number} and {number}); list each patch once"
-            )
-        seen[resolved] = (name, number)
+            raise SeriesError(f"{series_file} lists {name} twice (lines {seen[resolved]} and {number}); list each once")
+        seen[resolved] = number
         if not path.is_file():
             what = "is not a file" if path.exists() else "does not exist"
             raise SeriesError(
@@ -123,18 +120,15 @@ def parse_patch(path: Path) -> Patch:
     """Parse a ``git format-patch`` file; raise if it is not one (one patch a file) or if git cannot read its diff."""
     text = path.read_text(errors="replace")
     lines = text.splitlines()
-    subject = _subject(lines)
+    headers = HeaderParser(policy=email.policy.default).parsestr(text.removeprefix("\ufeff"))  # BOM: am says why
+    subject = headers["Subject"]  # unfolded, RFC 2047 decoded
     changes: list[FileChange] = []
     for index, line in enumerate(lines):
         header = diff_paths(line)
         if header is None:
             continue
-        following = lines[index + 1 : index + 3]
-        kind = "modified"
-        if any(f.startswith("new file mode") for f in following):
-            kind = "new"
-        elif any(f.startswith("deleted file mode") for f in following):
-            kind = "deleted"
+        following = "\n".join(lines[index + 1 : index + 3])
+        kind = "new" if "new file mode" in following else "deleted" if "deleted file mode" in following else "modified"
         changes.append(FileChange(path=header[1] if kind != "deleted" else header[0], kind=kind))
     if subject is None or not changes:
         raise SeriesError(f"{path.name} is not a git format-patch file (no Subject: header or no diff)")
@@ -145,18 +139,14 @@ def parse_patch(path: Path) -> Patch:
     if check.returncode != 0:
         reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
         raise SeriesError(f"{path.name} is malformed: {reason}")
+    subject = re.sub(r"^\[[^\]]*\] ", "", str(subject))  # without git's [PATCH]
     return Patch(path=path, subject=subject, changes=tuple(changes), trailers=tuple(_trailers(lines)))
-
-
-def author_header(text: str) -> re.Match[str] | None:
-    """The ``From:`` header of a patch file's mail headers (not a ``From:`` line of its message)."""
-    return FROM_HEADER.search(text.split("\n\n", 1)[0])
 
 
 def without_author(patch: bytes) -> bytes:
     """A patch file's bytes less its ``From:`` header (what ``--author`` sets; the rest is the commit's)."""
     text = patch.decode(errors="surrogateescape")
-    found = author_header(text)
+    found = FROM_HEADER.search(text.split("\n\n", 1)[0])  # a mail header, not a ``From:`` line of the message
     return patch if found is None else (text[: found.start()] + text[found.end() :]).encode(errors="surrogateescape")
 
 
@@ -186,11 +176,8 @@ def dropped_hunks(
     repo: Path, base: str, committed: list[Patch], lacks: tuple[str, ...], exported: list[Path] | None = None
 ) -> list[str]:
     """``"<patch>'s hunks for <paths>"`` for each ``committed`` patch that changes files under ``lacks`` that
-    ``base`` of ``repo`` does not have: what an export of ``repo`` would drop (``exported``: the patches it made).
-
-    The whole committed series is compared, so that a reworded or skipped patch cannot hide a loss; a file an earlier
-    patch of the series adds is the series' own, not lost; a file a commit of the tree adds there hides nothing.
-    """
+    ``base`` of ``repo`` lacks and no earlier patch adds: what an export of ``repo`` would drop (``exported``: its
+    patches). The whole series is compared, so that a reworded or skipped patch cannot hide a loss."""
     if not lacks:
         return []
     exported_new = {path for patch in exported or [] for path in parse_patch(patch).new_files}
@@ -217,7 +204,8 @@ def diff_paths(line: str) -> tuple[str, str] | None:
     rest = line[len("diff --git ") :]
     quoted = _QUOTED_PAIR.match(rest)
     if quoted:
-        old, new = (_unquote(part) for part in quoted.groups())
+        # undo git's C quoting: backslash and octal escapes, the latter for the bytes of UTF-8
+        old, new = (codecs.escape_decode(part.encode())[0].decode(errors="replace") for part in quoted.groups())
     else:
         half = (len(rest) - 1) // 2
         old, new = rest[:half], rest[half + 1 :]
@@ -237,7 +225,7 @@ def file_sections(diff: str) -> list[str]:
 
 
 def section_path(section: str) -> str:
-    """The (new) path a section of :func:`file_sections` changes, or ``""``."""
+    """The (new) path a section changes, or ``""``."""
     paths = diff_paths(section.split("\n", 1)[0])
     return paths[1] if paths else ""
 
@@ -269,11 +257,6 @@ def hunks(section: str) -> list[list[tuple[str, int, str]]]:
     return result
 
 
-def _unquote(text: str) -> str:
-    """Undo git's C quoting of a path (backslash and octal escapes, the latter for the bytes of UTF-8)."""
-    return codecs.escape_decode(text.encode())[0].decode("utf-8", errors="replace")
-
-
 def fingerprint(patches: list[Patch]) -> str:
     """A digest of the series' content: the same series always gives the same value."""
     digest = hashlib.sha256()
@@ -282,30 +265,12 @@ def fingerprint(patches: list[Patch]) -> str:
     return digest.hexdigest()
 
 
-def _subject(lines: list[str]) -> str | None:
-    """The ``Subject:`` header without its ``[PATCH]`` prefix, unfolded."""
-    for index, line in enumerate(lines):
-        match = _SUBJECT.match(line)
-        if match:
-            parts = [match.group(1)]
-            for continuation in lines[index + 1 :]:
-                if not continuation.startswith(" "):
-                    break
-                parts.append(continuation.strip())
-            return " ".join(parts)
-    return None
-
-
 def _trailers(lines: list[str]) -> list[tuple[str, str]]:
     """The ``Key: value`` trailer block that ends the commit message (just before the ``---`` separator)."""
-    try:
-        end = lines.index("---")
-    except ValueError:
-        return []
     block: list[tuple[str, str]] = []
-    for line in reversed(lines[:end]):
+    for line in reversed(lines[: lines.index("---")] if "---" in lines else []):
         match = _TRAILER.match(line)
         if not match:
             break
-        block.append((match.group(1), match.group(2)))
-    return list(reversed(block))
+        block.insert(0, (match.group(1), match.group(2)))
+    return block
