@@ -175,6 +175,10 @@ def test_a_linked_worktree_with_an_edit_a_commit_or_a_rebase_stopped_is_refused_
 
     assert f"(a linked worktree, {beside})" in error
     assert snapshot(beside) == before
+    moved = shell(between(error, "mv "))  # the remedy as printed: the tree moved, its linked worktree still works
+    assert moved.returncode == 0, moved.stderr
+    assert git(beside, "rev-parse", "--git-common-dir").startswith(str(tree.with_name("sdist-1.0.mine")))
+    assert synthetic.run("apply").returncode == 0
 
 
 @pytest.mark.parametrize("leave", [["reset", "-q", "--hard", "HEAD~1"], ["checkout", "-q", "series"]])

@@ -259,10 +259,11 @@ def tool_tree(
         why = changes_since_built(tree)
         if why is not None:
             kept = kept_path(tree)
+            move = shell("mv", tree, kept)  # a linked worktree's link to the tree moves with it (worktree repair)
+            move += f" && {shell('git', '-C', kept, 'worktree', 'repair')}" if why.startswith("a linked") else ""
             raise SeriesError(
                 f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it "
-                f"away ({shell('mv', tree, kept)}){_commits_remedy(ws, pin, patches, source, kept)}, and re-run; "
-                "nothing was changed"
+                f"away ({move}){_commits_remedy(ws, pin, patches, source, kept)}, and re-run; nothing was changed"
             )
         record = _read_json(tree / ".git" / RECORD)
         if (record["source"], record["fingerprint"]) == (source.key, fingerprint(patches)):
