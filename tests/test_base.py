@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RELEASE_FILES, cli, git, make_base, make_sdist, one_error, write_pin
+from conftest import RELEASE_FILES, between, cli, git, make_base, make_sdist, one_error, shell, write_pin
 from patchseries.cli import main
 from patchseries.errors import SeriesError
 from patchseries.interrupts import write_file
@@ -291,9 +291,12 @@ def test_the_kept_download_is_checked_on_every_run(synthetic):
         handle.write(b"x")
 
     for command in ("apply", "fetch", "check"):
-        assert "sha256 mismatch" in one_error(synthetic.run(command))
-    download.unlink()  # the remedy: remove that file and re-run
+        error = one_error(synthetic.run(command))
+        assert "sha256 mismatch" in error
+    kept = download.read_bytes()  # it may be a file of the person's (a --workdir of theirs): moved, never removed
+    assert shell(between(error, "mv ")).returncode == 0
     assert synthetic.run("apply").returncode == 0
+    assert download.with_name(download.name + ".mine").read_bytes() == kept
 
 
 def test_a_git_url_that_looks_like_an_option_is_a_url(synthetic):

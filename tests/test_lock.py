@@ -117,6 +117,19 @@ def test_a_killed_runs_lock_and_scratch_never_refuse_the_next_run(synthetic, tmp
     assert not synthetic.ws.scratch.exists()
 
 
+def test_a_scratch_folder_linked_to_another_disk_is_emptied_and_kept_a_link(synthetic, tmp_path):
+    bigger = tmp_path / "bigger-disk"
+    (bigger / "run-killed").mkdir(parents=True)  # as a killed run's scratch folder is left
+    assert synthetic.run("fetch").returncode == 0  # the scratch folder made, then removed
+    synthetic.ws.scratch.symlink_to(bigger)
+
+    for _ in range(2):
+        assert synthetic.run("fetch").returncode == 0
+
+    assert synthetic.ws.scratch.is_symlink()
+    assert list(bigger.iterdir()) == []
+
+
 def test_a_persons_tmp_folder_in_the_work_directory_is_kept(tmp_path):
     """A work directory may be a folder of the person's (``--workdir ~``): only the tool's scratch name is emptied."""
     mine = tmp_path / "home" / "tmp" / "notes.txt"

@@ -5,6 +5,7 @@ however it ends: nothing is left to refuse the next run."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -82,11 +83,17 @@ def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Itera
         assert lock.fd is not None
         os.ftruncate(lock.fd, 0)
         os.write(lock.fd, f"pid {os.getpid()}: {what}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
-        shutil.rmtree(workdir / SCRATCH, ignore_errors=True)
+        _empty(workdir / SCRATCH)
         try:
             yield
         finally:
-            shutil.rmtree(workdir / SCRATCH, ignore_errors=True)
+            _empty(workdir / SCRATCH)
+
+
+def _empty(scratch: Path) -> None:  # best effort; a link there (to a bigger disk) stays, its folder emptied
+    for child in scratch.iterdir() if scratch.is_symlink() and scratch.is_dir() else [scratch]:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink(missing_ok=True)
 
 
 @contextmanager

@@ -167,8 +167,8 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
         if digest != pin.sdist_sha256:  # kept only after its sha256 matched: another digest is a changed pin or file
             raise SeriesError(
                 f"{mismatch}: the pin says {pin.sdist_sha256}, the download kept in "
-                f"{target} has {digest}; correct the pin, or if the pin is right, remove that file "
-                f"({shell('rm', target)}) and re-run"
+                f"{target} has {digest}; correct the pin, or if the pin is right, move that file away "
+                f"({shell('mv', target, kept_path(target))}) and re-run"
             )
         sdist.replace(target)
     return target
