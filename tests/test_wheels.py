@@ -794,6 +794,27 @@ def test_a_tool_wheel_a_person_changed_is_not_overwritten(release: Release):
     assert wheel.read_bytes() == edited
 
 
+def test_a_tool_wheel_with_a_series_file_changed_by_hand_is_refused_as_not_the_tools(release: Release):
+    assert release.wheels().returncode == 0
+    _wheel(release, "fakelib_fabric").unlink()  # a wheel the next run would rename in
+    wheel = _wheel(release, "fakelib_pytorch")
+    members = _members(wheel)
+    members["fakelib_pytorch/core.py"] += b"# mine\n"  # the record patch-series.json left as it was
+    with zipfile.ZipFile(wheel, "w") as archive:  # unzip, edit, zip again
+        for name, data in members.items():
+            archive.writestr(name, data)
+    before = files_of(release.dist)
+
+    error = one_error(release.wheels())
+
+    assert f"{wheel} is in the way: it is not a wheel the tool built from this series" in error
+    assert files_of(release.dist) == before  # byte for byte, and nothing renamed in
+    assert shell(between(error, "mv ")).returncode == 0  # the remedy, as printed
+    assert release.wheels().returncode == 0
+    assert wheel.with_name(wheel.name + ".mine").read_bytes() == before[wheel.name]
+    assert _members(wheel)["fakelib_pytorch/core.py"].endswith(b"# the series' fix\n")
+
+
 def test_a_dist_with_a_control_character_is_refused_before_any_work(release: Release, tmp_path: Path):
     release.dist = tmp_path / "my\ndist"
     release.dist.mkdir()
