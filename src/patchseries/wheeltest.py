@@ -81,25 +81,20 @@ def run_wheel_test(
     if proc.returncode != 0:
         raise SeriesError(f"cannot read what is installed in {venv}: "
                           f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}")  # fmt: skip
-    # the record was checked in the wheel (kept): the version installed is that wheel's
     installed, origin, purelib = json.loads(proc.stdout)
     site_packages, origin = Path(purelib), str(origin or "nowhere")
-    problems = [
-        installed != version and f"installed version {installed}, not {version}",
-        not origin.startswith(purelib) and f"{package} is imported from {origin}, not from {site_packages}",
-    ]
+    problems = [f"installed version {installed}, not {version}"] if installed != version else []
+    problems += [] if origin.startswith(purelib) else [f"{package} is imported from {origin}, not from {site_packages}"]
     files_ok, files = check_installed(tree, mapping, site_packages)
-    files_ok = files_ok and not any(problems)
-    log(f"installed {package} {installed} in {venv.name}; installed-files check: "
-        f"{'ok' if files_ok else 'FAILED'}")  # fmt: skip
+    files_ok = files_ok and not problems
+    log(f"installed {package} {installed} in {venv.name}; installed-files check: {'ok' if files_ok else 'FAILED'}")
     standalone = wheel_pin.standalone(package)
     suites = [f"tests_{s}" for s in (standalone.ships if standalone else (s.subpackage for s in wheel_pin.standalones))]
     ws.scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ws.scratch, prefix="wheel-tests-") as scratch:
         modules = _write_suite(ws.acceptance, Path(scratch), suites, mapping)
         shutil.copyfile(tree / "pyproject.toml", Path(scratch) / "pyproject.toml")  # Lightning's pytest configuration
-        log(f"running the acceptance suite ({len(modules)} modules of {', '.join(suites)}) against the installed "
-            f"{package}")  # fmt: skip
+        log(f"running {len(modules)} acceptance test modules of {', '.join(suites)} against the installed {package}")
         reports = ws.reports / f"wheel-{package}-torch-{torch}"
         outcome = run_tests(env.Environment(venv, torch), Path(scratch), modules, [], reports, pytest_args)
     status = (5 if outcome.no_tests else 0 if outcome.ok else 1) if files_ok else 1
@@ -107,7 +102,7 @@ def run_wheel_test(
         "wheel test",
         f"  package:   {package} {installed} (installed from {wheel})",
         f"  torch:     {torch}",
-        *(f"  files:     {line}" for line in [*(p for p in problems if p), *files]),
+        *(f"  files:     {line}" for line in [*problems, *files]),
         f"  tests:     {outcome.line()} (acceptance suite against the installed package)",
         f"  result:    {({5: 'NO TESTS RAN', 0: 'OK'}).get(status, 'FAILED')}",
     ])  # fmt: skip
