@@ -37,11 +37,19 @@ from patchseries.export import export_series
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.pin import load_pin
 from patchseries.progress import quiet
-from patchseries.release import RECORD_NAME, STAGING, built_from, load_wheel_pin, patches_in, replace_imports
+from patchseries.release import (
+    RECORD_NAME,
+    STAGING,
+    built_from,
+    load_wheel_pin,
+    patches_in,
+    replace_imports,
+    series_files,
+)
 from patchseries.runner import find_uv
 from patchseries.series import fingerprint, read_series
 from patchseries.trees import edit_tree, resolve_source, safe_extract
-from patchseries.wheeltest import check_installed, patched_lines
+from patchseries.wheeltest import check_installed
 
 BACKEND = '''\
 """A minimal PEP 517 backend: src/<package>/** into a wheel, the .egg-info's JSON files into its .dist-info."""
@@ -368,29 +376,25 @@ def test_a_bad_wheels_table_is_refused_before_the_work_directory_is_made(release
     assert not workdir.exists()
 
 
-def test_the_installed_files_check_finds_each_patch_and_fails_on_the_unpatched_release(
+def test_the_installed_files_check_passes_on_the_wheels_and_fails_on_the_unpatched_release(
     release: Release, tmp_path: Path
 ):
     assert release.wheels().returncode == 0
     ws, tree = release.ws, release.ws.trees / "sdist-1.0"
-    pin = load_pin(ws.pin_file)
-    wheel_pin = load_wheel_pin(ws.pin_file, pin)
-    patches = read_series(ws.series_file)
-    for package in ("fakelib", "fakelib_pytorch"):
+    wheel_pin = load_wheel_pin(ws.pin_file, load_pin(ws.pin_file))
+    for package, files in {"fakelib": 2, "fakelib_pytorch": 2, "fakelib_fabric": 1}.items():
         installed = tmp_path / f"site-{package}"
-        with zipfile.ZipFile(release.dist / f"{package}-1.0+series.3-py3-none-any.whl") as archive:
+        with zipfile.ZipFile(_wheel(release, package)) as archive:
             archive.extractall(installed)
-        lines = patched_lines(patches, wheel_pin.mapping(package), tree, pin.sdist_lacks)
-        ok, report = check_installed(lines, installed)
+        ok, report = check_installed(tree, wheel_pin.mapping(package), installed)
         assert ok, report
-        assert report[0].startswith("0001: found in ")
+        assert report == [f"{files} of {files} files the series changes are installed as it has them"]
         # the same package unpatched: the release's own file
-        core = installed / ("fakelib/pytorch/core.py" if package == "fakelib" else "fakelib_pytorch/core.py")
-        core.write_text(UNIFIED["src/fakelib/pytorch/core.py"])
-        (installed / ("fakelib/fabric/util.py" if package == "fakelib" else "fakelib_fabric/util.py")).write_text(UTIL)
-        ok, report = check_installed(lines, installed)
+        util = "fakelib/fabric/util.py" if package == "fakelib" else "fakelib_fabric/util.py"
+        (installed / util).write_text(UTIL)
+        ok, report = check_installed(tree, wheel_pin.mapping(package), installed)
         assert not ok
-        assert "NOT PATCHED" in report[0]
+        assert report[1:] == [f"NOT THE SERIES': {util}"]
 
 
 def test_replace_imports_follows_upstreams_assistant():
@@ -451,10 +455,9 @@ def test_the_real_wheels_carry_the_series_and_an_unpatched_build_fails_the_check
         assert members[f"{package}/version.info"].decode().strip() == version
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(tmp_path / f"site-{package}")
-        lines = patched_lines(patches, wheel_pin.mapping(package), tree, pin.sdist_lacks)
-        ok, report = check_installed(lines, tmp_path / f"site-{package}")
+        ok, report = check_installed(tree, wheel_pin.mapping(package), tmp_path / f"site-{package}")
         assert ok, report
-    # the unpatched release, built by its own backend: the check fails for every patch it looks up
+    # the unpatched release, built by its own backend: the check fails for every file the series changes
     unpacked = tmp_path / "unpatched"
     unpacked.mkdir()
     safe_extract(ws.downloads / pin.sdist_filename, unpacked)  # the tool's own: Python < 3.11.4 has no filter
@@ -462,10 +465,9 @@ def test_the_real_wheels_carry_the_series_and_an_unpatched_build_fails_the_check
     subprocess.run(build, check=True, capture_output=True)
     with zipfile.ZipFile(next((tmp_path / "out").glob("*.whl"))) as archive:
         archive.extractall(tmp_path / "site-unpatched")
-    lines = patched_lines(patches, wheel_pin.mapping(pin.name), tree, pin.sdist_lacks)
-    ok, report = check_installed(lines, tmp_path / "site-unpatched")
+    ok, report = check_installed(tree, wheel_pin.mapping(pin.name), tmp_path / "site-unpatched")
     assert not ok
-    assert all("NOT PATCHED" in line or "not checked" in line for line in report)
+    assert len(report) == 1 + len(series_files(tree, wheel_pin.mapping(pin.name)))  # each one named
 
 
 def _change_series(ws: Workspace) -> str:
@@ -792,6 +794,27 @@ def test_a_tool_wheel_a_person_changed_is_not_overwritten(release: Release):
     assert proc.returncode == 0, proc.stderr
     assert f"note: {wheel} was there already" in proc.stdout
     assert wheel.read_bytes() == edited
+
+
+def test_a_tool_wheel_with_a_series_file_changed_by_hand_is_refused_as_not_the_tools(release: Release):
+    assert release.wheels().returncode == 0
+    _wheel(release, "fakelib_fabric").unlink()  # a wheel the next run would rename in
+    wheel = _wheel(release, "fakelib_pytorch")
+    members = _members(wheel)
+    members["fakelib_pytorch/core.py"] += b"# mine\n"  # the record patch-series.json left as it was
+    with zipfile.ZipFile(wheel, "w") as archive:  # unzip, edit, zip again
+        for name, data in members.items():
+            archive.writestr(name, data)
+    before = files_of(release.dist)
+
+    error = one_error(release.wheels())
+
+    assert f"{wheel} is in the way: it is not a wheel the tool built from this series" in error
+    assert files_of(release.dist) == before  # byte for byte, and nothing renamed in
+    assert shell(between(error, "mv ")).returncode == 0  # the remedy, as printed
+    assert release.wheels().returncode == 0
+    assert wheel.with_name(wheel.name + ".mine").read_bytes() == before[wheel.name]
+    assert _members(wheel)["fakelib_pytorch/core.py"].endswith(b"# the series' fix\n")
 
 
 def test_a_dist_with_a_control_character_is_refused_before_any_work(release: Release, tmp_path: Path):

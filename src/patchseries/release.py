@@ -1,9 +1,5 @@
-"""``patchseries wheels``: wheels of ``lightning`` and its standalone packages with the release series applied.
-
-Each sdist gets the files the series changes, mapped as upstream's build mirrors them (``.actions/assistant.py``).
-Every wheel is built and checked in a fresh folder of the work directory, then copied into ``dist/`` and renamed in
-under its lock: ``dist/`` only gains wheels of the tool's, and a version names one series.
-"""
+"""``patchseries wheels``: wheels of ``lightning`` and its standalone packages, each sdist given the files the series
+changes, mapped as upstream's build mirrors them; built and checked in a fresh folder, then renamed into ``dist/``."""
 
 from __future__ import annotations
 
@@ -29,15 +25,14 @@ from patchseries.pin import Pin, Standalone
 from patchseries.progress import Log
 from patchseries.runner import find_uv
 from patchseries.series import Patch, crlf_problem, fingerprint, has_crlf
-from patchseries.trees import BASE_REF, download_sdist, resolve_source, safe_extract, tool_tree
+from patchseries.trees import BASE_REF, SERIES_REF, download_sdist, resolve_source, safe_extract, tool_tree
 
 RECORD_NAME = "patch-series.json"  # in each wheel's .dist-info: importlib.metadata reads it without importing torch
 PROJECT = "lightning-compile-series"  # the record's "project": what marks a wheel as the tool's
 STAGING = ".patchseries-wheels.partial"  # in dist/, the copies before their renames: only the dist/ lock's holder's
-SERIES_REF = "refs/heads/series"
-# uv's own summary of a failed build, after the backend's output
-_INSTALLER_SUMMARY = "error: Failed to build"
+_INSTALLER_SUMMARY = "error: Failed to build"  # uv's own summary of a failed build, after the backend's output
 _RAISED = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*[a-z]\w*: ")  # a traceback's last line: `OSError: ...`
+Files = dict[str, bytes | None]  # what a wheel must hold: member -> bytes (None: no such member)
 
 
 @dataclass(frozen=True)
@@ -63,8 +58,7 @@ class WheelPin:
 
     @property
     def local_version(self) -> str:
-        # another series: 2.6.6+changed.7.<fingerprint>, which PEP 440 sorts below every released one, so pip
-        # prefers a released wheel (``changed`` < ``series``)
+        # another series: 2.6.6+changed.7.<fingerprint>, below every 2.6.6+series.N (PEP 440): pip prefers a release
         if not self.series or self.is_released:
             return self.released
         return f"{self.pin.version}+changed.{self.series_version}.{self.series[:12]}"
@@ -106,14 +100,9 @@ class PackageMapping:
     def path(self, path: str) -> str | None:  # None: the package does not ship it
         return next((new + path[len(old) :] for old, new in self.prefixes.items() if path.startswith(old)), None)
 
-    def lines(self, path: str, lines: list[str]) -> list[str]:
-        if not self.imports:
-            return lines
-        sub = path.removeprefix(f"src/{self.base}/").split("/", 1)[0]
-        return replace_imports(lines, self.imports, lightning_by=f"{self.base}.{sub}", base=self.base)
-
     def text(self, path: str, text: str) -> str:
-        return "".join(self.lines(path, text.splitlines(keepends=True)))
+        lightning_by = f"{self.base}.{path.removeprefix(f'src/{self.base}/').split('/', 1)[0]}"
+        return "".join(replace_imports(text.splitlines(keepends=True), self.imports, lightning_by, self.base))
 
     def read(self, file: Path, path: str) -> bytes | None:  # ``file``, the unified ``path``, mapped; None: no file
         text = file.read_bytes().decode(errors="surrogateescape") if file.is_file() else None
@@ -146,11 +135,10 @@ def patches_in(wheel_pin: WheelPin, patches: list[Patch]) -> dict[str, list[str]
         for patch in patches:
             paths = [change.path for change in patch.changes if not change.path.startswith(skipped)]
             for path in (path for path in paths if mapping.path(path) is None):
-                raise SeriesError(
-                    f"{patch.name} changes {path}, which has no counterpart in {package} (it ships "
-                    f"{', '.join(mapping.prefixes)} of {mapping.base}, mapped as Lightning's .actions/assistant.py "
-                    "does); move that change into a mapped folder or map the folder in [wheels] of base.toml"
-                )
+                raise SeriesError(f"{patch.name} changes {path}, which has no counterpart in {package} (it ships "
+                                  f"{', '.join(mapping.prefixes)} of {mapping.base}, mapped as Lightning's "
+                                  ".actions/assistant.py does); move that change into a mapped folder or map the "
+                                  "folder in [wheels] of base.toml")  # fmt: skip
             found[package] += [patch.name] if paths else []
     return found
 
@@ -163,64 +151,59 @@ def build_wheels(
     pin, version = wheel_pin.pin, wheel_pin.local_version
     busy = (f"another patchseries run{{}} is writing wheels into {dist} (it holds that folder's lock); wait for it to "
             "end and re-run, or pass another --dist; nothing was written to dist/")  # fmt: skip
-    # dist/'s lock (once dist/ exists): from the check of what is at the wheels' names until the wheels are in
     with hold(dist, lambda holder: busy.format(f" ({holder})" if holder else "")) as lock:
         for target in sorted(dist.glob(f"*-{version}-*.whl")) if dist.is_dir() else ():
             if target.name.split("-")[0] in wheel_pin.packages:
                 kept(target, wheel_pin.series)  # what is refused there is refused before anything is made
-        for patch in patches:  # as `check` names it
-            if has_crlf(patch.path):
-                raise SeriesError(crlf_problem(ws.patches / patch.name))
+        if crlf := next((patch for patch in patches if has_crlf(patch.path)), None):  # as `check` names it
+            raise SeriesError(crlf_problem(ws.patches / crlf.name))
         in_packages = patches_in(wheel_pin, patches)  # an unmapped path is refused before any download
         pins = [pin, *(replace(pin, sdist_url=s.url, sdist_sha256=s.sha256, sdist_root=s.root)
                        for s in wheel_pin.standalones)]  # fmt: skip
         archives = [download_sdist(ws, each, log) for each in pins]  # every sha256 checked before any build
         ws.workdir.mkdir(parents=True, exist_ok=True)
         tree = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)[0].path
-        changed = out("diff", "--name-only", "--no-renames", BASE_REF, SERIES_REF, cwd=tree).splitlines()
         ws.scratch.mkdir(parents=True, exist_ok=True)
-        built: dict[Path, list[str]] = {}
+        built: dict[Path, Files] = {}  # each wheel with what it must hold
         with tempfile.TemporaryDirectory(dir=ws.scratch, prefix="wheels-") as scratch:
             release = Path(scratch) / "release" / pin.sdist_root  # the unified sdist as released: what is mirrored
             safe_extract(archives[0], release.parent)
             for package, package_pin, archive in zip(wheel_pin.packages, pins, archives, strict=True):
-                work = Path(scratch) / package
-                sdist = work / "sdist" / package_pin.sdist_root
-                safe_extract(archive, work / "sdist")
+                safe_extract(archive, work := Path(scratch) / package)
+                sdist = work / package_pin.sdist_root
                 if not sdist.is_dir():
                     raise SeriesError(f"{package_pin.sdist_filename} has no top-level folder "
                                       f"{package_pin.sdist_root!r}; check its root in the pin")  # fmt: skip
-                files = _mirror(changed, release, tree, sdist, wheel_pin.mapping(package), package_pin.sdist_filename)
-                in_package = in_packages[package]
-                record = _record(wheel_pin, package, package_pin, patches, in_package)
+                files = _mirror(release, tree, sdist, wheel_pin.mapping(package), package_pin.sdist_filename)
+                record = _record(wheel_pin, package, package_pin, patches, in_packages[package])
                 for version_file in [*(sdist / "src").glob("*/version.info"), sdist / "src" / "version.info"]:
                     version_file.write_text(f"{version}\n")  # what the build reads its version from
                 (sdist / "src" / f"{package}.egg-info" / RECORD_NAME).write_text(record)  # the build copies it
-                log(f"building the {package} wheel ({len(in_package)} of {len(patches)} patches in it)")
+                log(f"building the {package} wheel ({len(in_packages[package])} of {len(patches)} patches in it)")
                 wheel = _build(sdist, work / "out", package, pin)
-                _verify(wheel, package, version, record, files)
-                built[wheel] = in_package
+                built[wheel] = {f"{package}-{version}.dist-info/{RECORD_NAME}": record.encode(), **files}
+                _verify(wheel, package, version, built[wheel])
             stage("wheels-built")
-            kept_wheels = move_into(dist, list(built), wheel_pin.series, lock)
-    return {dist / wheel.name: in_package for wheel, in_package in built.items()}, kept_wheels
+            kept_wheels = move_into(dist, built, wheel_pin.series, lock)
+    return {dist / wheel.name: in_packages[wheel.name.split("-")[0]] for wheel in built}, kept_wheels
 
 
-def _mirror(
-    changed: list[str], release: Path, tree: Path, sdist: Path, mapping: PackageMapping, sdist_name: str
-) -> dict[str, bytes | None]:
-    """Each file the series changes in the package written into the unpacked sdist as the tree has it, mapped as
-    Lightning's mirror does (one the series deletes: removed), once the sdist's is the release's file mapped: the
-    files the wheel must hold (None: not hold)."""
-    files: dict[str, bytes | None] = {}
-    for path in changed:
-        if (target := mapping.path(path)) is None:
-            continue
+def series_files(tree: Path, mapping: PackageMapping) -> dict[str, str]:
+    """Each file the series changes (a tool's ``tree``) that the package ships: its path there -> in the package."""
+    changed = out("diff", "--name-only", "--no-renames", BASE_REF, SERIES_REF, cwd=tree).splitlines()
+    return {path: target for path in changed if (target := mapping.path(path)) is not None}
+
+
+def _mirror(release: Path, tree: Path, sdist: Path, mapping: PackageMapping, sdist_name: str) -> Files:
+    """Each file the series changes in the package, once the sdist's is the release's, written into the sdist as the
+    tree has it, mapped (one the series deletes: removed): the files the wheel must hold."""
+    files: Files = {}
+    for path, target in series_files(tree, mapping).items():
         was, now, file = mapping.read(release / path, path), mapping.read(tree / path, path), sdist / target
         if (file.read_bytes() if file.is_file() else None) != was:
-            raise SeriesError(
-                f"{sdist_name} is not the release's mirror: its {target} is not the release's {path} mapped as "
-                "Lightning's .actions/assistant.py does; check its url and sha256 in the pin"
-            )
+            raise SeriesError(f"{sdist_name} is not the release's mirror: its {target} is not the release's "
+                              f"{path} mapped as Lightning's .actions/assistant.py does; check its url and sha256 in "
+                              "the pin")  # fmt: skip
         file.unlink(missing_ok=True)
         if now is not None:
             file.parent.mkdir(parents=True, exist_ok=True)
@@ -264,14 +247,18 @@ def build_cause(output: str) -> str:
     return (raised or [line for line in backend if "error" in line.lower()] or backend or ["no output"])[-1]
 
 
-def _verify(wheel: Path, package: str, version: str, record: str, files: dict[str, bytes | None]) -> None:
-    """The wheel is the series': its name, its record, and the ``files`` the series changes (None: absent)."""
-    with zipfile.ZipFile(wheel) as archive:
-        members = {name: archive.read(name) for name in archive.namelist()}
-    expected = {f"{package}-{version}.dist-info/{RECORD_NAME}": record.encode(), **files}
+def _not_held(wheel: Path, expected: Files) -> list[str]:
+    """The members of ``expected`` that ``wheel`` does not hold as expected (None: holds none)."""
+    with contextlib.suppress(zipfile.BadZipFile, ValueError, OSError), zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        return [name for name, data in expected.items() if (archive.read(name) if name in names else None) != data]
+    return list(expected)
+
+
+def _verify(wheel: Path, package: str, version: str, expected: Files) -> None:
+    """The wheel is the series': its name, its record and the files the series changes (``expected``)."""
     problems = [f"it is named {wheel.name}"] if not wheel.name.startswith(f"{package}-{version}-") else []
-    problems += [f"its {name} is not the series'" for name, data in expected.items() if members.get(name) != data]
-    if problems:
+    if problems := problems + [f"its {name} is not the series'" for name in _not_held(wheel, expected)]:
         raise SeriesError(f"the {package} wheel the build made is not the series' ({problems[0]}); nothing was "
                           "written to dist/")  # fmt: skip
 
@@ -293,23 +280,24 @@ def built_from(wheel: Path) -> str | None:
     return None
 
 
-def kept(target: Path, series: str, then: str = "; nothing was written to dist/") -> bool:
-    """Whether a wheel the tool built from ``series`` is at ``target`` (kept as it is: a version names one series);
-    anything else there is refused, so that nothing in ``dist/`` is ever overwritten."""
+def kept(target: Path, series: str, held: Files | None = None, then: str = "; nothing was written to dist/") -> bool:
+    """Whether a wheel the tool built from ``series`` is at ``target`` (kept as it is: a version names one series),
+    holding what a build of it holds (``held``, once built); anything else there is refused."""
     if not (target.exists() or target.is_symlink()):
         return False
-    if (found := built_from(target)) is None:
-        raise SeriesError(f"{target} is in the way: it is not a wheel the tool built, and may be yours; move it away "
-                          f"({shell('mv', target, kept_path(target))}) and re-run{then}")  # fmt: skip
-    if found != series:
+    if (found := built_from(target)) not in (None, series):
         raise SeriesError(f"{target} was built from another series (fingerprint {found[:12]}, patches/ is "
                           f"{series[:12]}) under the same version, and a version names one series: raise "
                           "series_version in [wheels] of base.toml and set its fingerprint = "
                           f'"{series}"{then}')  # fmt: skip
+    if found is None or (held is not None and _not_held(target, held)):
+        mv = shell("mv", target, kept_path(target))
+        raise SeriesError(f"{target} is in the way: it is not a wheel the tool built from this series, and may be "
+                          f"yours; move it away ({mv}) and re-run{then}")  # fmt: skip
     return True
 
 
-def move_into(dist: Path, wheels: list[Path], series: str, lock: Lock) -> list[Path]:
+def move_into(dist: Path, wheels: dict[Path, Files], series: str, lock: Lock) -> list[Path]:
     """Copy the ``wheels`` not in ``dist`` yet into a staging folder there and rename each in, under ``lock``; a
     failure or an interrupt on the way removes those renamed in. The wheels kept as they were."""
     lock.acquire(make=True)  # held from here on (if it was not already): no other run writes dist/ meanwhile
@@ -317,7 +305,7 @@ def move_into(dist: Path, wheels: list[Path], series: str, lock: Lock) -> list[P
     shutil.rmtree(staging, ignore_errors=True)  # a killed run's: no live run holds the lock
     added: list[Path] = []
     try:
-        new = [wheel for wheel in wheels if not kept(dist / wheel.name, series)]  # again: dist/ may be new
+        new = [wheel for wheel, held in wheels.items() if not kept(dist / wheel.name, series, held)]
         staging.mkdir()
         for wheel in new:
             shutil.copyfile(wheel, staging / wheel.name)
