@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -729,6 +729,15 @@ def test_a_changed_series_does_not_carry_the_released_version(release: Release):
     )
     assert _record(_wheel(release, "fakelib", dev))["version"] == dev
     assert "raise series_version" in proc.stdout
+
+
+def test_a_changed_series_whose_fingerprint_starts_with_zero_digits_is_named_as_the_build_names_it():
+    ws = Workspace.default()
+    wheel_pin = load_wheel_pin(ws.pin_file, load_pin(ws.pin_file))
+    changed = replace(wheel_pin, series="007520869080" + "a" * 52)  # PEP 440 drops a number's leading zeros
+
+    assert changed.local_version == f"{wheel_pin.pin.version}+changed.{wheel_pin.series_version}.7520869080"
+    assert str(Version(changed.local_version)) == changed.local_version
 
 
 def test_the_committed_series_builds_the_documented_version():

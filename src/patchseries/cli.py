@@ -369,6 +369,7 @@ def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
             statuses.append(status)
         return 1 if 1 in statuses else (5 if 5 in statuses else 0)
     built, kept = build_wheels(ws, wheel_pin, patches, args.dist, log)
+    built = {wheel: in_it for wheel, in_it in built.items() if wheel not in kept}
     print(f"built {len(built)} wheels of {wheel_pin.pin.name} {wheel_pin.local_version} (series v"
           f"{wheel_pin.series_version}, {len(patches)} patches):")  # fmt: skip
     for wheel, in_it in built.items():

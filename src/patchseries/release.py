@@ -16,6 +16,8 @@ import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from packaging.version import Version
+
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import out
 from patchseries.interrupts import stage
@@ -61,7 +63,8 @@ class WheelPin:
         # another series: 2.6.6+changed.7.<fingerprint>, below every 2.6.6+series.N (PEP 440): pip prefers a release
         if not self.series or self.is_released:
             return self.released
-        return f"{self.pin.version}+changed.{self.series_version}.{self.series[:12]}"
+        # as the build spells it (a fingerprint of digits loses its leading zeros)
+        return str(Version(f"{self.pin.version}+changed.{self.series_version}.{self.series[:12]}"))
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -274,26 +277,30 @@ def dist_info(wheel: Path, name: str) -> str | None:
 def built_from(wheel: Path) -> str | None:
     """The fingerprint of the series the tool built ``wheel`` from (its record), or None: not a wheel of the tool's."""
     with contextlib.suppress(ValueError):
-        record = None if wheel.is_symlink() else json.loads(dist_info(wheel, RECORD_NAME) or "null")
+        record = (
+            None if wheel.is_symlink() or not wheel.is_file() else json.loads(dist_info(wheel, RECORD_NAME) or "null")
+        )
         if isinstance(record, dict) and record.get("project") == PROJECT and isinstance(record.get("series"), dict):
             return str(record["series"].get("fingerprint"))
     return None
 
 
-def kept(target: Path, series: str, held: Files | None = None, then: str = "; nothing was written to dist/") -> bool:
+def kept(
+    target: Path, series: str, held: Files | None = None, then: str = " and re-run; nothing was written to dist/"
+) -> bool:
     """Whether a wheel the tool built from ``series`` is at ``target`` (kept as it is: a version names one series),
     holding what a build of it holds (``held``, once built); anything else there is refused."""
     if not (target.exists() or target.is_symlink()):
         return False
+    mv = shell("mv", target, kept_path(target))
     if (found := built_from(target)) not in (None, series):
-        raise SeriesError(f"{target} was built from another series (fingerprint {found[:12]}, patches/ is "
-                          f"{series[:12]}) under the same version, and a version names one series: raise "
-                          "series_version in [wheels] of base.toml and set its fingerprint = "
-                          f'"{series}"{then}')  # fmt: skip
+        raise SeriesError(f"{target} was built from another series (fingerprint {found[:12]}, this one is "
+                          f"{series[:12]}) under the same version, and a version names one series: move it away "
+                          f"({mv}), or to release this series raise series_version in [wheels] of base.toml and set "
+                          f'its fingerprint = "{series}"{then}')  # fmt: skip
     if found is None or (held is not None and _not_held(target, held)):
-        mv = shell("mv", target, kept_path(target))
         raise SeriesError(f"{target} is in the way: it is not a wheel the tool built from this series, and may be "
-                          f"yours; move it away ({mv}) and re-run{then}")  # fmt: skip
+                          f"yours; move it away ({mv}){then}")  # fmt: skip
     return True
 
 

@@ -61,11 +61,12 @@ def run_wheel_test(
     exit status and the summary. ``rebuild``: the command that builds the wheels into ``dist`` (a refusal's remedy)."""
     pin, version = wheel_pin.pin, wheel_pin.local_version
     wheel = find_wheel(dist, package, version, rebuild)
-    release.kept(wheel, wheel_pin.series, then=f", then build the wheels again ({rebuild})")
     metadata = release.dist_info(wheel, "METADATA") or ""  # the wheels of dist/ it requires, not PyPI's
     required = {canonicalize_name(name) for name in re.findall(r"^Requires-Dist: ([\w.-]+)", metadata, re.MULTILINE)}
     ours = [p for p in wheel_pin.packages if p != package and canonicalize_name(p) in required]
     wheels = [wheel, *(find_wheel(dist, p, version, rebuild) for p in ours)]
+    for each in wheels:  # the ones it requires too: a person's wheel at that name is not the series'
+        release.kept(each, wheel_pin.series, then=f", build the wheels again ({rebuild}) and re-run")
     ws.workdir.mkdir(parents=True, exist_ok=True)
     tree = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)[0].path
     mapping = wheel_pin.mapping(package)
