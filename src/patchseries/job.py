@@ -1,6 +1,5 @@
-"""The main job, stage by stage: pin and fetch -> base -> apply -> environment -> test -> report; and what the
-series' tests need in the tree's ``tests/`` (the acceptance suite; on the sdist, which ships none, the ``RunIf``
-helpers), written as git-ignored files and recorded (:func:`_place`): never a local change nor part of a patch."""
+"""The main job: pin and fetch -> base -> apply -> environment -> test -> report; and the tool's files in the tree's
+``tests/`` (the acceptance suite, the ``RunIf`` helpers the sdist lacks), git-ignored and recorded (:func:`_place`)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries.changed_lines import ChangedLines, measure_tree
+from patchseries.changed_lines import ChangedLines, added_lines, measure
 from patchseries.errors import SeriesError
 from patchseries.gates import (
     DOCS_REQUIREMENTS,
@@ -30,7 +29,7 @@ from patchseries.interrupts import write_file
 from patchseries.paths import ACCEPTANCE_DIR, Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
-from patchseries.runner import TestOutcome, changed_source_files, ensure_environment, junit_cases, run_tests
+from patchseries.runner import TestOutcome, ensure_environment, junit_cases, run_tests
 from patchseries.series import Patch, read_series
 from patchseries.trees import BASE_REF, ApplyResult, BaseSource, BaseTree, recording, resolve_source, tool_tree
 
@@ -72,6 +71,9 @@ class Prepared:
     def test_modules(self) -> list[str]:
         return [module for modules in self.test_groups().values() for module in modules]
 
+    def sources(self) -> list[str]:  # the Python files the series changes under src/: what coverage reports on
+        return sorted({c.path for p in self.patches for c in p.changes if re.fullmatch(r"src/.*\.py", c.path)})
+
 
 @dataclass(frozen=True)
 class JobResult:
@@ -88,10 +90,6 @@ class JobResult:
         return 5 if self.outcome.no_tests else 1 if failed else 0
 
 
-def load(ws: Workspace) -> tuple[Pin, list[Patch]]:  # bad input is refused before anything is created
-    return load_pin(ws.pin_file), read_series(ws.series_file)
-
-
 def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> BaseSource:  # checked before anything is created
     return resolve_source(ws, pin, choice.checkout, choice.use_git, choice.force_base)
 
@@ -99,7 +97,7 @@ def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> BaseSource:  # ch
 def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
     """Stages 1-3: the tool's tree with the series applied, the acceptance suite and the harness in its ``tests/``."""
     log("stage 1/5: reading the pin and the series")
-    pin, patches = load(ws)
+    pin, patches = load_pin(ws.pin_file), read_series(ws.series_file)
     log(f"stage 2/5: getting the base ({pin.name} {pin.version})")
     source = get_source(ws, pin, choice)
     ws.workdir.mkdir(parents=True, exist_ok=True)
@@ -126,13 +124,12 @@ def run_main_job(
         extra += DOCS_REQUIREMENTS if upstream_checkout and changed_pages(tree) else ()
         env = ensure_environment(ws, tree, torch, log, installer=installer, extra=extra)
         groups, tests = prepared.test_groups(), prepared.test_modules()
-        sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
         counts = ", ".join(f"{name}: {len(modules)}" for name, modules in groups.items())
         log(f"stage 5/5: running {len(tests)} test modules of the series ({counts})")
         reports = ws.reports / f"torch-{torch}"
-        outcome = run_tests(env, tree, tests, sources, reports, pytest_args)
+        outcome = run_tests(env, tree, tests, prepared.sources(), reports, pytest_args)
         xml = outcome.coverage_xml
-        changed = measure_tree(tree, BASE_REF, "HEAD", xml) if xml is not None else None
+        changed = measure(added_lines(tree, BASE_REF, "HEAD"), xml) if xml is not None else None
         title = f"Lines the series adds or changes under src/, covered by its tests (torch {torch})"
         changed_report = changed.write(reports, title) if changed is not None else None
         upstream = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -28,7 +29,6 @@ TORCH: dict[tuple[int, int], tuple[tuple[int, int], tuple[int, int], int]] = {
                                          (11, 10, 14, 0), (12, 10, 14, 1), (13, 10, 14, 0), (14, 10, 14, 1),
                                          (15, 11, 14, 0)]
 }  # fmt: skip
-TORCH_NEWEST_PATCH = {minor: newest for minor, (_, _, newest) in TORCH.items()}
 
 # setuptools: torch 2.1's inductor imports it, uv's venvs lack it; coverage 7.10+ measures subprocesses the tests start
 TEST_REQUIREMENTS = ("pytest", "pytest-cov", "coverage>=7.10", "setuptools")
@@ -48,48 +48,29 @@ def pytest_sessionfinish(session):
 """
 
 
-def parse_torch_version(version: str) -> tuple[int, int, int]:
-    """A release number (``2.13`` is ``2.13.0``); anything else, or one older than 2.1, is refused."""
+def torch_release(version: str, python: tuple[int, int] | None = None) -> str:
+    """``version`` as the table's full release number (``2.13`` is ``2.13.0``: one environment), refused unless the
+    table has it and, given ``python``, Lightning supports that Python and torch has a wheel for it."""
     match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
     if not match:
         raise SeriesError(f"unknown torch version {version!r}: expected a release number such as {DEFAULT_TORCH}")
     major, minor, patch = (int(part or 0) for part in match.groups())
+    release = f"{major}.{minor}.{patch}"
     if (major, minor) < (2, 1):
-        raise SeriesError(f"torch {version} is older than 2.1, the oldest release Lightning 2.6.6 supports")
-    return major, minor, patch
-
-
-def torch_release(version: str) -> str:  # 2.13 -> 2.13.0, as pip's torch==2.13 means it: one environment
-    return ".".join(map(str, parse_torch_version(version)))
-
-
-def known_torch(version: str) -> str:  # a --torch value: its full release number, refused unless the table has it
-    release = torch_release(version)
-    check_known(release, parse_torch_version(release))
-    return release
-
-
-def check_known(torch: str, release: tuple[int, int, int]) -> None:  # in the table, else refused before any work
-    minor, patch = _show(release[:2]), TORCH_NEWEST_PATCH.get(release[:2], 0)
-    releases = f"{minor}.0 to {minor}.{patch}" if patch else f"{minor}.0 alone"
-    if release[:2] > max(TORCH):
-        raise SeriesError(f"torch {torch} is newer than every release this tool knows (up to {_show(max(TORCH))}, "
+        raise SeriesError(f"torch {release} is older than 2.1, the oldest release Lightning 2.6.6 supports")
+    if (major, minor) > max(TORCH):
+        raise SeriesError(f"torch {release} is newer than every release this tool knows (up to {_show(max(TORCH))}, "
                           "src/patchseries/runner.py); pick another --torch")  # fmt: skip
-    if release[2] > patch:
-        raise SeriesError(f"torch {torch} is not a release this tool knows: torch {minor} has {releases} "
+    oldest, newest, last = TORCH[major, minor]
+    if patch > last:
+        releases = f"{major}.{minor}.0 to {major}.{minor}.{last}" if last else f"{major}.{minor}.0 alone"
+        raise SeriesError(f"torch {release} is not a release this tool knows: torch {major}.{minor} has {releases} "
                           "(src/patchseries/runner.py); pick one of those, or another --torch")  # fmt: skip
-
-
-def check_python(torch: str, release: tuple[int, int, int], python: tuple[int, int]) -> None:
-    """Refuse a Python that Lightning does not support, or that ``torch`` has no wheel for."""
-    if python < PYTHON_FLOOR:
-        raise SeriesError(f"Python {_show(python)} is too old: Lightning 2.6.6 needs Python {_show(PYTHON_FLOOR)} or "
-                          "newer; run patchseries with a newer Python")  # fmt: skip
-    oldest, newest, _ = TORCH.get(release[:2], (python, python, 0))
-    if not oldest <= python <= newest:
-        raise SeriesError(f"torch {torch} has no wheel for Python {_show(python)} (it has for Python "
-                          f"{_show(max(oldest, PYTHON_FLOOR))} to {_show(newest)}); run patchseries with one of those, "
-                          "or pick another --torch")  # fmt: skip
+    lowest = max(oldest, PYTHON_FLOOR)
+    if python is not None and not lowest <= python <= newest:
+        raise SeriesError(f"torch {release} and Lightning 2.6.6 need Python {_show(lowest)} to {_show(newest)}, not "
+                          f"{_show(python)}; run patchseries with one of those, or pick another --torch")  # fmt: skip
+    return release
 
 
 def running_python() -> tuple[int, int]:
@@ -115,8 +96,8 @@ def index_args(uv: bool, index: str) -> list[str]:
     return ["--extra-index-url", index, *best] if index else []
 
 
-def companion_requirements(torch_version: str) -> list[str]:  # torch < 2.3: NumPy 1.x, pkg_resources
-    return ["numpy<2", "setuptools<70"] if parse_torch_version(torch_version) < (2, 3, 0) else []
+def companion_requirements(torch: str) -> list[str]:  # torch < 2.3 (a full release number): NumPy 1.x, pkg_resources
+    return ["numpy<2", "setuptools<70"] if tuple(map(int, torch.split("."))) < (2, 3, 0) else []
 
 
 def find_uv() -> str | None:  # the one installed with this package, else one on PATH, else None
@@ -145,9 +126,7 @@ def ensure_environment(
     ws: Workspace, tree: Path, torch_version: str, log: Log, extra: tuple[str, ...] = (), installer: str = "auto"
 ) -> Environment:
     """A venv of this Python with ``torch_version`` and ``tree`` installed editable, reused while its recipe holds."""
-    torch_version = torch_release(torch_version)
-    check_python(torch_version, parse_torch_version(torch_version), running_python())
-    py_tag = f"py{_show(running_python())}"
+    torch_version, py_tag = torch_release(torch_version, running_python()), f"py{_show(running_python())}"
     venv = ws.venvs / f"{py_tag}-torch{torch_version}-{tree.name}"
     requirements = [f"torch=={torch_version}", *companion_requirements(torch_version), *TEST_REQUIREMENTS, *extra]
     index = torch_index()
@@ -171,13 +150,12 @@ def build_venv(
     venv: Path, python: str, uv: str | None, args: list[str], cannot: str, log: Log, recipe: str | None = None
 ) -> None:
     """The one builder of virtual environments: ``python`` with ``args`` installed (uv, else venv and pip; ``cannot``:
-    what a failure says) and ``recipe`` in its ready-marker (:func:`is_ready`), in a fresh folder beside ``venv``,
-    which becomes a link to it last (a venv cannot be moved: its scripts name its path). A failed build is removed,
-    one a killed run left by the next build; an installer that outlived a killed run writes where no build looks."""
+    what a failure says) and ``recipe`` in its ready-marker (:func:`is_ready`), in a fresh folder beside ``venv`` that
+    becomes a link to it last (a venv cannot be moved: its scripts name its path). A failed build is removed, and a
+    killed run's by the next build."""
     remove(venv)
-    for old in venv.parent.glob("*"):  # builds of killed runs (an installer may still write in one)
-        if re.fullmatch(re.escape(venv.name) + r"\.[0-9a-f]{8}", old.name):
-            shutil.rmtree(old, ignore_errors=True)
+    for old in venv.parent.glob(glob.escape(venv.name) + "." + "[0-9a-f]" * 8):
+        shutil.rmtree(old, ignore_errors=True)
     build = venv.with_name(f"{venv.name}.{os.urandom(4).hex()}")
     venv.parent.mkdir(parents=True, exist_ok=True)
     inside = str(build / "bin" / "python")
@@ -297,10 +275,6 @@ def run_tests(
     coverage = round(float(ET.parse(xml).getroot().get("line-rate", 0)) * 100, 1) if xml else None
     ran = int(bodies.read_text() or 0) if bodies.exists() else 0  # none: pytest ended early (--help, --version)
     return TestOutcome(len(outcomes) - failed - skipped, failed, skipped, proc.returncode, coverage, junit, xml, ran)
-
-
-def changed_source_files(paths: list[str]) -> list[str]:  # what the coverage report is about
-    return sorted({p for p in paths if p.startswith("src/") and p.endswith(".py")})
 
 
 class CaseResult(NamedTuple):  # one ``<testcase>`` of a JUnit report
