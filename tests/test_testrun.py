@@ -32,7 +32,7 @@ def test_no_collected_test_is_not_a_failure(tmp_path):
 
 
 def test_main_job_that_ran_no_test_says_so_and_exits_5(synthetic, monkeypatch):
-    outcome = runner.TestOutcome(0, 0, 0, runner.PYTEST_NO_TESTS, None, synthetic.ws.reports / "junit.xml", None)
+    outcome = runner.TestOutcome(0, 0, 0, runner.PYTEST_NO_TESTS, None, synthetic.ws.reports / "junit.xml", None, 0)
     monkeypatch.setattr(job, "ensure_environment", lambda *args, **kwargs: None)
     monkeypatch.setattr(job, "run_tests", lambda *args, **kwargs: outcome)
 
@@ -105,7 +105,7 @@ def test_tests_that_ran_and_passed_are_ok(tmp_path):
 
 
 def test_main_job_that_only_collected_tests_exits_5(synthetic, monkeypatch):
-    outcome = runner.TestOutcome(0, 0, 0, 0, None, synthetic.ws.reports / "junit.xml", None, ran=0)
+    outcome = runner.TestOutcome(0, 0, 0, 0, None, synthetic.ws.reports / "junit.xml", None, 0)
     monkeypatch.setattr(job, "ensure_environment", lambda *args, **kwargs: None)
     monkeypatch.setattr(job, "run_tests", lambda *args, **kwargs: outcome)
 
@@ -149,7 +149,7 @@ def test_a_pytest_usage_error_is_bad_input_not_a_failed_test(synthetic, tmp_path
 
 def _outcome(tmp_path: Path, coverage: float | None) -> runner.TestOutcome:
     xml = tmp_path / "coverage.xml" if coverage is not None else None
-    return runner.TestOutcome(3, 0, 1, 0, coverage, tmp_path / "junit.xml", xml)
+    return runner.TestOutcome(3, 0, 1, 0, coverage, tmp_path / "junit.xml", xml, 3)
 
 
 def test_summary_reports_changed_lines_then_changed_modules(synthetic, tmp_path):

@@ -48,20 +48,17 @@ class ChangedLines:
             lines += ["", "changed files the coverage report does not include (never imported?):", *self.unmeasured]
         return "\n".join(lines) + "\n"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # JSON's: a line number as a key becomes a string
         files = {
-            path: {"covered": sorted(f.covered), "missed": {str(n): f.missed[n] for n in sorted(f.missed)}}
-            for path, f in sorted(self.files.items())
+            p: {"covered": sorted(f.covered), "missed": dict(sorted(f.missed.items()))} for p, f in self.files.items()
         }
-        return {"files": files, "unmeasured": list(self.unmeasured)}
+        return {"files": dict(sorted(files.items())), "unmeasured": list(self.unmeasured)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChangedLines:
-        files = {
-            path: FileLines(set(entry["covered"]), {int(n): text for n, text in entry["missed"].items()})
-            for path, entry in data.get("files", {}).items()
-        }
-        return cls(files, list(data.get("unmeasured", [])))
+        files = data.get("files", {}).items()
+        return cls({p: FileLines(set(f["covered"]), {int(n): t for n, t in f["missed"].items()}) for p, f in files},
+                   list(data.get("unmeasured", [])))  # fmt: skip
 
     def write(self, directory: Path, title: str) -> Path:
         """The text report and its JSON form (for merging) in ``directory``; returns the text report."""

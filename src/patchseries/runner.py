@@ -90,8 +90,7 @@ def torch_index() -> str:  # an extra index for torch (CI: the CPU-only wheels) 
 
 
 def index_args(uv: bool, index: str) -> list[str]:
-    # ``index`` beside PyPI, the best version winning (torch's CPU builds are local versions, 2.13.0+cpu): uv takes
-    # only the first index that has a package unless told so
+    # beside PyPI, the best version winning (torch's CPU builds are 2.13.0+cpu); uv takes the first index unless told
     best = ["--index-strategy", "unsafe-best-match"] if uv else []
     return ["--extra-index-url", index, *best] if index else []
 
@@ -100,15 +99,14 @@ def companion_requirements(torch: str) -> list[str]:  # torch < 2.3 (a full rele
     return ["numpy<2", "setuptools<70"] if tuple(map(int, torch.split("."))) < (2, 3, 0) else []
 
 
-def find_uv() -> str | None:  # the one installed with this package, else one on PATH, else None
+def find_uv(installer: str = "auto") -> str | None:
+    """The uv that ``--installer`` (auto, uv, pip) picks: the one installed with this package, else one on PATH; None:
+    pip (asked for, or no uv and auto)."""
     try:
-        return str(__import__("uv").find_uv_bin())
+        uv = str(__import__("uv").find_uv_bin()) if installer != "pip" else None
     except (ImportError, FileNotFoundError):
-        return shutil.which("uv")
-
-
-def choose_uv(installer: str) -> str | None:  # what --installer (auto, uv, pip) asks for; None: pip
-    if (uv := find_uv() if installer in ("auto", "uv") else None) or installer != "uv":
+        uv = shutil.which("uv")
+    if uv or installer != "uv":
         return uv
     raise SeriesError("--installer uv was requested but uv is not installed; pip install uv, or use --installer pip")
 
@@ -134,7 +132,7 @@ def ensure_environment(
     if is_ready(venv, recipe):
         log(f"reusing environment {venv.name}")
     else:
-        uv = choose_uv(installer)
+        uv = find_uv(installer)
         log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version}; "
             "minutes when torch is not cached yet)")  # fmt: skip
         args = [*index_args(uv is not None, index), *requirements, "-e", str(tree)]
@@ -214,7 +212,7 @@ class TestOutcome(NamedTuple):
     coverage: float | None
     junit: Path
     coverage_xml: Path | None
-    ran: int | None = None  # test bodies that ran; None: not counted (the passed tests are taken)
+    ran: int  # test bodies that ran (the JUnit report counts a test only set up as passed)
 
     @property
     def ok(self) -> bool:  # a run that ran no test body is not a success, whatever pytest's exit status
@@ -222,8 +220,7 @@ class TestOutcome(NamedTuple):
 
     @property
     def no_tests(self) -> bool:  # none collected (``-k``), only collected or set up, or all skipped; none failed
-        ran = self.ran if self.ran is not None else self.passed
-        return self.returncode in (0, PYTEST_NO_TESTS) and not self.failed and ran == 0
+        return self.returncode in (0, PYTEST_NO_TESTS) and not self.failed and self.ran == 0
 
     def line(self) -> str:
         if not self.no_tests:
@@ -245,11 +242,9 @@ def run_tests(
     ``src/`` put first on the path instead of the editable install (the matrix's tree without the series)."""
     if not test_files:
         raise SeriesError("the series adds no test files under tests/, so there is nothing to run")
+    remove(reports)  # no report of an earlier run is taken for this one's
+    (plugin := reports / "plugin").mkdir(parents=True)
     junit, coverage_xml, bodies = reports / "junit.xml", reports / "coverage.xml", reports / "bodies-ran"
-    for stale in (junit, coverage_xml, bodies):
-        remove(stale)
-    plugin = reports / "plugin"
-    plugin.mkdir(parents=True, exist_ok=True)
     (plugin / "_patchseries_bodies.py").write_text(_BODIES_SOURCE.format(bodies=str(bodies)))
     tests = [f.removeprefix("tests/") if f.startswith("tests/") else f"../{f}" for f in test_files]
     # colour only on a terminal (Lightning's configuration says --color=yes); a --color in pytest_args still wins
@@ -271,7 +266,7 @@ def run_tests(
                           "above); nothing was tested. Correct the pytest arguments after --")  # fmt: skip
     outcomes = [case.outcome for case in junit_cases(junit)]
     failed, skipped = outcomes.count("failed"), outcomes.count("skipped") + outcomes.count("xfailed")
-    xml = coverage_xml if changed_sources and coverage_xml.exists() else None
+    xml = coverage_xml if coverage_xml.exists() else None
     coverage = round(float(ET.parse(xml).getroot().get("line-rate", 0)) * 100, 1) if xml else None
     ran = int(bodies.read_text() or 0) if bodies.exists() else 0  # none: pytest ended early (--help, --version)
     return TestOutcome(len(outcomes) - failed - skipped, failed, skipped, proc.returncode, coverage, junit, xml, ran)
