@@ -10,6 +10,7 @@ import pytest
 from patchseries import job, runner
 from patchseries.changed_lines import ChangedLines, FileLines
 from patchseries.cli import main
+from patchseries.errors import SeriesError
 from patchseries.job import BaseChoice, JobResult, prepare, summary
 from patchseries.progress import quiet
 from patchseries.runner import Environment, run_tests
@@ -29,6 +30,20 @@ def test_no_collected_test_is_not_a_failure(tmp_path):
     assert outcome.no_tests
     assert not outcome.ok
     assert outcome.line() == "none ran: pytest collected no test (check the -k/-m or other pytest arguments)"
+
+
+def test_no_test_module_to_run_is_refused_and_a_stale_report_is_not_taken(tmp_path):
+    stale = tmp_path / "reports" / "junit.xml"
+    stale.parent.mkdir()
+    stale.write_text('<testsuites><testsuite><testcase classname="t" name="test_old"/></testsuite></testsuites>')
+    env = Environment(Path(sys.prefix), "2.13.0")
+
+    with pytest.raises(SeriesError, match="^no test module to run: the series adds none under tests/, and accept"):
+        run_tests(env, tmp_path, [], [], tmp_path / "reports")
+    outcome = run_tests(env, _tree(tmp_path), ["tests/tests_pytorch/test_x.py"], [], tmp_path / "reports", ("--co",))
+
+    assert outcome.no_tests
+    assert outcome.passed == 0
 
 
 def test_main_job_that_ran_no_test_says_so_and_exits_5(synthetic, monkeypatch):

@@ -172,8 +172,7 @@ def ran_per_group(junit: Path, groups: dict[str, list[str]]) -> dict[str, int]:
     """How many test cases of each group of modules (``tests/...`` paths) ran, that is passed or failed."""
     counts = dict.fromkeys(groups, 0)
     for case in junit_cases(junit):
-        # pytest names a module from the rootdir (tests.tests_pytorch.x or tests_pytorch.x), then its class if any;
-        # one that fails to import has no class name, the module as its name
+        # pytest: the module from the rootdir (tests.x or x), then its class; one that fails to import: no class name
         module = "tests/" + (case.classname or case.name).removeprefix("tests.").replace(".", "/") + "/"
         mine = [name for name, paths in groups.items() for p in paths if module.startswith(p[:-3] + "/")]
         if case.outcome in ("passed", "failed") and mine:
@@ -224,10 +223,7 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
     lists that is no longer wanted is removed. Refused before anything is written: to overwrite a file the tree tracks
     or one the manifest does not list as written (an earlier copy that changed since)."""
     manifest_file = git_path(tree, name)
-    try:  # one that is not the tool's JSON lists nothing: each copy is then in the way, and refused
-        manifest = {str(path): list(map(str, sha)) for path, sha in json.loads(manifest_file.read_text()).items()}
-    except (FileNotFoundError, ValueError, AttributeError):
-        manifest = {}
+    manifest: dict[str, list[str]] = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
     listed = git("--literal-pathspecs", "ls-files", "-z", "--cached", "--", *files, *generated, *manifest, cwd=tree)
     tracked = set(listed.stdout.split("\0"))
     wanted = {**{p: d for p, d in generated.items() if p not in tracked and (p in manifest or _read(tree / p) is None)},
@@ -242,8 +238,7 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
                 f"in {ACCEPTANCE_DIR}/, or move yours away; nothing was copied"
             )
     changed = {path: data for path, data in wanted.items() if _read(tree / path) != data}
-    # excluded before written, so a copy is never an untracked file; while the files are written the manifest allows
-    # both contents, so the next run takes up an interrupted one
+    # excluded before written (never an untracked file); meanwhile the manifest allows both contents (interrupted runs)
     add_excludes(tree, [f"/{path}" for path in wanted])
     entries = {**manifest, **{path: [*manifest.get(path, []), _sha(data)] for path, data in changed.items()}}
     write_file(manifest_file, json.dumps(entries, indent=1, sort_keys=True) + "\n")
@@ -259,8 +254,7 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
 
 
 def _remove_copy(tree: Path, path: str) -> bool:
-    """Remove a copy no longer wanted, and the folders it leaves empty; a package marker stays while its folder holds
-    other files."""
+    """Remove a copy and the folders it leaves empty; a package marker stays while its folder holds other files."""
     target = tree / path
     names = {p.name for p in target.parent.iterdir()} if target.parent.is_dir() else set()
     if target.name == "__init__.py" and names - {"__init__.py", "__pycache__"}:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
@@ -19,9 +20,8 @@ from patchseries.progress import Log
 
 DEFAULT_TORCH = "2.13.0"
 PYTHON_FLOOR = (3, 10)  # lightning-2.6.6.tar.gz, PKG-INFO: "Requires-Python: >=3.10"
-# torch (major, minor) -> (oldest, newest Python with a wheel), newest patch release (the releases `matrix` runs); read
-# from PyPI on 2026-12-01 with PIP_CONFIG_FILE=/dev/null `pip index versions torch --isolated --only-binary=:all:
-# --python-version 3.Y --platform manylinux_2_28_x86_64` (Y = 9 ... 14). A new torch release is added with the tool.
+# torch (major, minor) -> (oldest, newest Python with a wheel), newest patch release (the releases `matrix` runs), from
+# PyPI on 2026-12-01: `pip index versions torch --isolated --only-binary=:all: --python-version 3.Y --platform ...`.
 TORCH: dict[tuple[int, int], tuple[tuple[int, int], tuple[int, int], int]] = {
     (2, minor): ((3, oldest), (3, newest), patch)
     for minor, oldest, newest, patch in [(1, 9, 11, 2), (2, 9, 12, 2), (3, 9, 12, 1), (4, 9, 12, 1), (5, 9, 13, 1),
@@ -100,8 +100,7 @@ def companion_requirements(torch: str) -> list[str]:  # torch < 2.3 (a full rele
 
 
 def find_uv(installer: str = "auto") -> str | None:
-    """The uv that ``--installer`` (auto, uv, pip) picks: the one installed with this package, else one on PATH; None:
-    pip (asked for, or no uv and auto)."""
+    """``--installer``'s uv (auto, uv, pip): the one installed with this package, else one on PATH; None: pip."""
     try:
         uv = str(__import__("uv").find_uv_bin()) if installer != "pip" else None
     except (ImportError, FileNotFoundError):
@@ -148,9 +147,8 @@ def build_venv(
     venv: Path, python: str, uv: str | None, args: list[str], cannot: str, log: Log, recipe: str | None = None
 ) -> None:
     """The one builder of virtual environments: ``python`` with ``args`` installed (uv, else venv and pip; ``cannot``:
-    what a failure says) and ``recipe`` in its ready-marker (:func:`is_ready`), in a fresh folder beside ``venv`` that
-    becomes a link to it last (a venv cannot be moved: its scripts name its path). A failed build is removed, and a
-    killed run's by the next build."""
+    what a failure says) and ``recipe`` in its ready-marker, in a fresh folder beside ``venv`` that becomes a link to it
+    last (a venv cannot be moved: its scripts name its path); a failed build is removed, a killed run's by the next."""
     remove(venv)
     for old in venv.parent.glob(glob.escape(venv.name) + "." + "[0-9a-f]" * 8):
         shutil.rmtree(old, ignore_errors=True)
@@ -172,19 +170,17 @@ def build_venv(
 
 
 def run_installer(command: list[str], what: str, log: Log) -> None:
-    """Run an installer, a line every :data:`HEARTBEAT_S` seconds (a cold install takes minutes); raise with the cause
-    it gives if it fails."""
+    """Run an installer, saying so every :data:`HEARTBEAT_S` seconds; raise with the cause it gives if it fails."""
     start = time.monotonic()
     # on Linux the installer ends when this process dies (PR_SET_PDEATHSIG, SIGTERM): a killed run leaves none running
     orphan = (lambda: __import__("ctypes").CDLL(None).prctl(1, 15)) if sys.platform == "linux" else None
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=orphan)
     try:
         while True:
-            try:
-                output, _ = proc.communicate(timeout=HEARTBEAT_S)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                output = proc.communicate(timeout=HEARTBEAT_S)[0]
                 break
-            except subprocess.TimeoutExpired:
-                log(f"still installing ({time.monotonic() - start:.0f} s): {Path(command[0]).name} {command[1]} ...")
+            log(f"still installing ({time.monotonic() - start:.0f} s): {Path(command[0]).name} {command[1]} ...")
     except BaseException:
         proc.kill()
         proc.wait()
@@ -241,7 +237,7 @@ def run_tests(
     """Run ``test_files`` as upstream does, from ``tests/``, covering ``changed_sources``; ``source_override``: a
     ``src/`` put first on the path instead of the editable install (the matrix's tree without the series)."""
     if not test_files:
-        raise SeriesError("the series adds no test files under tests/, so there is nothing to run")
+        raise SeriesError("no test module to run: the series adds none under tests/, and acceptance/ has none")
     remove(reports)  # no report of an earlier run is taken for this one's
     (plugin := reports / "plugin").mkdir(parents=True)
     junit, coverage_xml, bodies = reports / "junit.xml", reports / "coverage.xml", reports / "bodies-ran"
