@@ -149,15 +149,15 @@ def test_a_failed_build_leaves_no_environment_and_keeps_nothing_half_made(tmp_pa
 
 
 def test_torch_without_a_wheel_for_this_python_stops_before_any_work(synthetic, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("patchseries.cli.running_python", lambda: (3, 10))
+    monkeypatch.setitem(runner.TORCH, (2, 15), ((3, 20), (3, 21), 0))  # no wheel for the Python running this
     fresh = tmp_path / "fresh"
 
     status = main(["test", "--torch", "2.15.0", "--patches", str(synthetic.ws.patches), "--workdir", str(fresh)])
 
     assert status == 2
     assert capsys.readouterr().err.splitlines() == [
-        "error: torch 2.15.0 and Lightning 2.6.6 need Python 3.11 to 3.14, not 3.10; run patchseries with one of "
-        "those, or pick another --torch"
+        f"error: torch 2.15.0 and Lightning 2.6.6 need Python 3.20 to 3.21, not {sys.version_info[0]}."
+        f"{sys.version_info[1]}; run patchseries with one of those, or pick another --torch"
     ]
     assert not fresh.exists()
 

@@ -1,5 +1,4 @@
-"""Coverage of the lines the series adds or changes (Codecov's patch coverage, ``diff-cover``'s figure): the ``+``
-lines of ``git diff -U0 base series`` that coverage.py's XML report counts as executable; runs merge by union."""
+"""Coverage of the lines the series adds or changes (Codecov's patch coverage, diff-cover's figure), merged by union."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ class ChangedLines:
     def report(self, title: str) -> str:
         """The figure, then every uncovered line as ``path:line: source``."""
         missed = self.missed_lines()
-        lines = [title, f"changed lines: {self.line()}", ""]
-        lines.append("uncovered changed lines:" if missed else "uncovered changed lines: none")
+        lines = [title, f"changed lines: {self.line()}", "", "uncovered changed lines:" + ("" if missed else " none")]
         lines += [f"{path}:{number}: {source.strip()}" for path, number, source in missed]
         if self.unmeasured:
             lines += ["", "changed files the coverage report does not include (never imported?):", *self.unmeasured]

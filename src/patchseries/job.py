@@ -1,5 +1,4 @@
-"""The main job: pin and fetch -> base -> apply -> environment -> test -> report; and the tool's files in the tree's
-``tests/`` (the acceptance suite, the ``RunIf`` helpers the sdist lacks), git-ignored and recorded (:func:`_place`)."""
+"""The main job (pin -> base -> apply -> environment -> test -> report), and the tool's files in the tree's tests/."""
 
 from __future__ import annotations
 
@@ -143,10 +142,9 @@ def run_main_job(
 
 def summary(result: JobResult) -> str:
     prepared, outcome, applied = result.prepared, result.outcome, result.prepared.applied
-    modules = "n/a" if outcome.coverage is None else f"{outcome.coverage}%"
     coverage = [
         f"  coverage:  changed lines: {result.changed.line()} (uncovered listed in {result.changed_report})",
-        f"             changed modules: {modules} (xml: {outcome.coverage_xml})",
+        f"             changed modules: {outcome.coverage}% (xml: {outcome.coverage_xml})",
     ] if result.changed is not None else ["  coverage:  n/a (no coverage report)"]  # fmt: skip
     excluded = sum(len(v) for v in applied.excluded.values())
     patches = "already applied, reused" if applied.reused else f"{len(applied.applied)} applied"

@@ -1,5 +1,4 @@
-"""The torch matrix: the series' tests before and after the series, and compile statistics, on each torch release;
-saved as JSON, rendered as docs/compatibility.md's table. A failing release never stops the others."""
+"""The torch matrix: the series' tests before and after it and compile statistics, per torch release, as a table."""
 
 from __future__ import annotations
 
@@ -18,13 +17,7 @@ from patchseries.interrupts import write_file
 from patchseries.job import BaseChoice, Prepared, install_acceptance, prepare, write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace, project_root
 from patchseries.progress import Log
-from patchseries.runner import (
-    TORCH,
-    Environment,
-    ensure_environment,
-    junit_cases,
-    run_tests,
-)
+from patchseries.runner import TORCH, Environment, ensure_environment, junit_cases, run_tests
 from patchseries.trees import BASE_REF, base_worktree, recording
 
 DEFAULT_VERSIONS = tuple(f"{a}.{b}.{c}" for (a, b), (_, _, c) in TORCH.items())  # each minor's newest release

@@ -22,13 +22,10 @@ DEFAULT_TORCH = "2.13.0"
 PYTHON_FLOOR = (3, 10)  # lightning-2.6.6.tar.gz, PKG-INFO: "Requires-Python: >=3.10"
 # torch (major, minor) -> (oldest, newest Python with a wheel), newest patch release (the releases `matrix` runs), from
 # PyPI on 2026-12-01: `pip index versions torch --isolated --only-binary=:all: --python-version 3.Y --platform ...`.
-TORCH: dict[tuple[int, int], tuple[tuple[int, int], tuple[int, int], int]] = {
-    (2, minor): ((3, oldest), (3, newest), patch)
-    for minor, oldest, newest, patch in [(1, 9, 11, 2), (2, 9, 12, 2), (3, 9, 12, 1), (4, 9, 12, 1), (5, 9, 13, 1),
-                                         (6, 9, 13, 0), (7, 9, 13, 1), (8, 9, 13, 0), (9, 10, 14, 1), (10, 10, 14, 0),
-                                         (11, 10, 14, 0), (12, 10, 14, 1), (13, 10, 14, 0), (14, 10, 14, 1),
-                                         (15, 11, 14, 0)]
-}  # fmt: skip
+TORCH = {(2, minor): ((3, oldest), (3, newest), patch) for minor, oldest, newest, patch in [
+    (1, 9, 11, 2), (2, 9, 12, 2), (3, 9, 12, 1), (4, 9, 12, 1), (5, 9, 13, 1), (6, 9, 13, 0), (7, 9, 13, 1),
+    (8, 9, 13, 0), (9, 10, 14, 1), (10, 10, 14, 0), (11, 10, 14, 0), (12, 10, 14, 1), (13, 10, 14, 0), (14, 10, 14, 1),
+    (15, 11, 14, 0)]}  # fmt: skip
 
 # setuptools: torch 2.1's inductor imports it, uv's venvs lack it; coverage 7.10+ measures subprocesses the tests start
 TEST_REQUIREMENTS = ("pytest", "pytest-cov", "coverage>=7.10", "setuptools")
@@ -71,10 +68,6 @@ def torch_release(version: str, python: tuple[int, int] | None = None) -> str:
         raise SeriesError(f"torch {release} and Lightning 2.6.6 need Python {_show(lowest)} to {_show(newest)}, not "
                           f"{_show(python)}; run patchseries with one of those, or pick another --torch")  # fmt: skip
     return release
-
-
-def running_python() -> tuple[int, int]:
-    return sys.version_info[:2]
 
 
 def _show(version: tuple[int, int]) -> str:
@@ -123,7 +116,7 @@ def ensure_environment(
     ws: Workspace, tree: Path, torch_version: str, log: Log, extra: tuple[str, ...] = (), installer: str = "auto"
 ) -> Environment:
     """A venv of this Python with ``torch_version`` and ``tree`` installed editable, reused while its recipe holds."""
-    torch_version, py_tag = torch_release(torch_version, running_python()), f"py{_show(running_python())}"
+    torch_version, py_tag = torch_release(torch_version, sys.version_info[:2]), f"py{_show(sys.version_info[:2])}"
     venv = ws.venvs / f"{py_tag}-torch{torch_version}-{tree.name}"
     requirements = [f"torch=={torch_version}", *companion_requirements(torch_version), *TEST_REQUIREMENTS, *extra]
     index = torch_index()
