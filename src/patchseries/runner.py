@@ -20,8 +20,9 @@ from patchseries.progress import Log
 
 DEFAULT_TORCH = "2.13.0"
 PYTHON_FLOOR = (3, 10)  # lightning-2.6.6.tar.gz, PKG-INFO: "Requires-Python: >=3.10"
-# torch (major, minor) -> (oldest, newest Python with a wheel), newest patch release (the releases `matrix` runs), from
-# PyPI on 2026-12-01: `pip index versions torch --isolated --only-binary=:all: --python-version 3.Y --platform ...`.
+# torch (major, minor) -> (oldest, newest Python with a wheel), newest patch release (the releases `matrix` runs); read
+# from PyPI on 2026-12-01 with PIP_CONFIG_FILE=/dev/null `pip index versions torch --isolated --only-binary=:all:
+# --python-version 3.Y --platform manylinux_2_28_x86_64` (Y = 9 ... 14). A new torch release is added here.
 TORCH = {(2, minor): ((3, oldest), (3, newest), patch) for minor, oldest, newest, patch in [
     (1, 9, 11, 2), (2, 9, 12, 2), (3, 9, 12, 1), (4, 9, 12, 1), (5, 9, 13, 1), (6, 9, 13, 0), (7, 9, 13, 1),
     (8, 9, 13, 0), (9, 10, 14, 1), (10, 10, 14, 0), (11, 10, 14, 0), (12, 10, 14, 1), (13, 10, 14, 0), (14, 10, 14, 1),
