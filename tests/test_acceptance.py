@@ -15,6 +15,7 @@ from patchseries.job import BaseChoice, install_acceptance, prepare, ran_per_gro
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.progress import quiet
 from patchseries.runner import Environment
+from patchseries.series import read_series
 
 ONE_MODULE = "tests_pytorch/core/test_compile_optimizer_toggling.py"  # one of the suite's modules
 
@@ -173,7 +174,7 @@ def test_the_matrix_runs_the_suite_on_both_sides(synthetic, suite):
 
 
 def test_a_harness_file_someone_changed_is_refused_not_overwritten(synthetic):
-    tree, patches = synthetic.tree, job.load(synthetic.ws)[1]
+    tree, patches = synthetic.tree, read_series(synthetic.ws.series_file)
     write_harness(tree, patches)
     runif = tree / "tests/tests_pytorch/helpers/runif.py"
     runif.write_text("# mine\n")

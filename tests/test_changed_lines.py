@@ -13,9 +13,7 @@ from patchseries.changed_lines import (
     ChangedLines,
     FileLines,
     added_lines,
-    line_hits,
     measure,
-    measure_tree,
     merge,
     parse_added_lines,
 )
@@ -82,7 +80,7 @@ def test_only_lines_coverage_counts_as_executable_are_counted(tmp_path):
     xml = tmp_path / "coverage.xml"
     xml.write_text(XML)
 
-    result = measure(parse_added_lines(DIFF), line_hits(xml))
+    result = measure(parse_added_lines(DIFF), xml)
 
     # mod.py line 11 is not executable for coverage (a comment-like continuation), line 30 is not changed
     assert result.files["src/pkg/mod.py"] == FileLines(covered={3}, missed={12: "    y = 1"})
@@ -94,7 +92,7 @@ def test_changed_file_missing_from_the_report_is_listed_not_counted(tmp_path):
     xml = tmp_path / "coverage.xml"
     xml.write_text(XML.replace('filename="new.py"', 'filename="other.py"'))
 
-    result = measure(parse_added_lines(DIFF), line_hits(xml))
+    result = measure(parse_added_lines(DIFF), xml)
 
     assert result.unmeasured == ["src/pkg/new.py"]
     assert result.line() == "1/2 covered (50.0%), 1 changed files not in the coverage report"
@@ -147,7 +145,7 @@ def test_synthetic_series_measured_with_a_real_coverage_report(synthetic, tmp_pa
     ):
         subprocess.run(command, cwd=synthetic.tree, env=env, check=True, capture_output=True)
 
-    result = measure_tree(synthetic.tree, "base", "series", xml)
+    result = measure(added_lines(synthetic.tree, "base", "series"), xml)
 
     # `def unused():` runs at import; its body does not; blank lines are not executable
     assert result.files == {"src/fakelib/core.py": FileLines({2, 5}, {6: "    return 0"})}

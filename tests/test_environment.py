@@ -13,14 +13,7 @@ from patchseries.cli import main
 from patchseries.errors import SeriesError
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.progress import quiet
-from patchseries.runner import (
-    PYTHON_FLOOR,
-    check_python,
-    companion_requirements,
-    ensure_environment,
-    index_args,
-    parse_torch_version,
-)
+from patchseries.runner import PYTHON_FLOOR, companion_requirements, ensure_environment, index_args, torch_release
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,15 +21,36 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-@pytest.mark.parametrize("version", ["latest", "2", "2.x", "2.13.0rc1", ""])
-def test_malformed_torch_version_is_refused(version):
-    with pytest.raises(SeriesError, match="unknown torch version"):
-        parse_torch_version(version)
+@pytest.mark.parametrize(
+    ("version", "python", "message"),
+    [
+        *((v, None, f"unknown torch version '{v}': expected a release number such as 2.13.0") for v in
+          ["latest", "2", "2.x", "2.13.0rc1", ""]),
+        ("2.0.1", None, "torch 2.0.1 is older than 2.1, the oldest release Lightning 2.6.6 supports"),
+        ("9.9.9", None, "torch 9.9.9 is newer than every release this tool knows (up to 2.15, "
+         "src/patchseries/runner.py); pick another --torch"),
+        ("2.14.9", None, "torch 2.14.9 is not a release this tool knows: torch 2.14 has 2.14.0 to 2.14.1 "
+         "(src/patchseries/runner.py); pick one of those, or another --torch"),
+        ("2.13.1", None, "torch 2.13.1 is not a release this tool knows: torch 2.13 has 2.13.0 alone"),
+        ("2.13.0", (3, 9), "torch 2.13.0 and Lightning 2.6.6 need Python 3.10 to 3.14, not 3.9; run patchseries "
+         "with one of those, or pick another --torch"),
+        ("2.15", (3, 10), "torch 2.15.0 and Lightning 2.6.6 need Python 3.11 to 3.14, not 3.10"),
+        ("2.1.2", (3, 12), "torch 2.1.2 and Lightning 2.6.6 need Python 3.10 to 3.11, not 3.12"),
+    ],
+)  # fmt: skip
+def test_each_torch_refusal_is_one_line(version, python, message):
+    with pytest.raises(SeriesError) as raised:
+        torch_release(version, python)
+
+    assert str(raised.value).startswith(message)
 
 
-def test_torch_older_than_lightning_supports_is_refused():
-    with pytest.raises(SeriesError, match="older than 2.1"):
-        parse_torch_version("2.0.1")
+@pytest.mark.parametrize(
+    ("version", "python", "release"),
+    [("2.13", (3, 10), "2.13.0"), ("2.15.0", (3, 11), "2.15.0"), ("2.14.1", (3, 14), "2.14.1"), ("2.1", None, "2.1.0")],
+)
+def test_a_known_torch_release_is_its_full_release_number(version, python, release):
+    assert torch_release(version, python) == release
 
 
 def test_old_torch_gets_numpy_1_and_pkg_resources():
@@ -54,7 +68,8 @@ def test_torch_index_is_added_beside_pypi_and_the_best_version_wins():
 
 @pytest.mark.network
 @pytest.mark.parametrize("installer", ["uv", "pip"])
-def test_unavailable_torch_fails_cleanly_and_leaves_no_environment(tmp_path, installer):
+def test_unavailable_torch_fails_cleanly_and_leaves_no_environment(tmp_path, monkeypatch, installer):
+    monkeypatch.setitem(runner.TORCH, (2, 99), ((3, 10), (3, 14), 0))  # a release the table knows and PyPI lacks
     ws = Workspace(patches=tmp_path / "patches", workdir=tmp_path / "work")
     tree = tmp_path / "tree"
     tree.mkdir()
@@ -133,34 +148,16 @@ def test_a_failed_build_leaves_no_environment_and_keeps_nothing_half_made(tmp_pa
     assert list(venv.parent.iterdir()) == []
 
 
-@pytest.mark.parametrize(
-    ("torch", "python", "message"),
-    [
-        ("2.13.0", (3, 9), r"Python 3\.9 is too old: Lightning 2\.6\.6 needs Python 3\.10 or newer"),
-        ("2.15.0", (3, 10), r"torch 2\.15\.0 has no wheel for Python 3\.10 \(it has for Python 3\.11 to 3\.14\)"),
-        ("2.1.2", (3, 12), r"torch 2\.1\.2 has no wheel for Python 3\.12 \(it has for Python 3\.10 to 3\.11\)"),
-    ],
-)
-def test_python_without_a_torch_wheel_is_refused(torch, python, message):
-    with pytest.raises(SeriesError, match=message):
-        check_python(torch, parse_torch_version(torch), python)
-
-
-@pytest.mark.parametrize(("torch", "python"), [("2.13.0", (3, 10)), ("2.15.0", (3, 11)), ("2.99.0", (3, 15))])
-def test_python_with_a_torch_wheel_or_an_unknown_torch_is_accepted(torch, python):
-    check_python(torch, parse_torch_version(torch), python)
-
-
 def test_torch_without_a_wheel_for_this_python_stops_before_any_work(synthetic, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("patchseries.cli.running_python", lambda: (3, 10))
+    monkeypatch.setitem(runner.TORCH, (2, 15), ((3, 20), (3, 21), 0))  # no wheel for the Python running this
     fresh = tmp_path / "fresh"
 
     status = main(["test", "--torch", "2.15.0", "--patches", str(synthetic.ws.patches), "--workdir", str(fresh)])
 
     assert status == 2
     assert capsys.readouterr().err.splitlines() == [
-        "error: torch 2.15.0 has no wheel for Python 3.10 (it has for Python 3.11 to 3.14); run patchseries with "
-        "one of those, or pick another --torch"
+        f"error: torch 2.15.0 and Lightning 2.6.6 need Python 3.20 to 3.21, not {sys.version_info[0]}."
+        f"{sys.version_info[1]}; run patchseries with one of those, or pick another --torch"
     ]
     assert not fresh.exists()
 

@@ -21,7 +21,7 @@ from patchseries.matrix import (
     to_markdown,
     update_table_page,
 )
-from patchseries.runner import parse_torch_version
+from patchseries.runner import torch_release
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="5">
@@ -91,8 +91,8 @@ def test_changed_lines_are_merged_over_the_releases_in_the_table_and_survive_a_r
 
 
 def test_default_versions_are_every_minor_release_from_2_1_to_2_15_once():
-    minors = [parse_torch_version(v)[:2] for v in DEFAULT_VERSIONS]
-    assert minors == [(2, minor) for minor in range(1, 16)]
+    assert [torch_release(v) for v in DEFAULT_VERSIONS] == list(DEFAULT_VERSIONS)
+    assert [v.rsplit(".", 1)[0] for v in DEFAULT_VERSIONS] == [f"2.{minor}" for minor in range(1, 16)]
 
 
 PAGE_TEXT = "intro\n<!-- matrix:start -->\nold table\n\nold compile statistics\n<!-- matrix:end -->\noutro\n"
@@ -111,7 +111,7 @@ def test_an_incomplete_matrix_leaves_the_page_as_it_was_and_says_where_its_resul
 ):
     page = tmp_path / "compatibility.md"
     page.write_text(PAGE_TEXT)
-    failed = Row("2.15.0", error="torch 2.15.0 has no wheel for Python 3.10 (it has for Python 3.11 to 3.14)")
+    failed = Row("2.15.0", error="torch 2.15.0 and Lightning 2.6.6 need Python 3.11 to 3.14, not 3.10")
     monkeypatch.setattr(matrix, "run_matrix", lambda *args, **kwargs: [failed])
 
     status = _matrix(synthetic, "--torch", "2.15.0", "--write-docs", str(page))
@@ -122,8 +122,8 @@ def test_an_incomplete_matrix_leaves_the_page_as_it_was_and_says_where_its_resul
     assert from_json(saved.read_text())[0] == [failed]
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "error: matrix incomplete, no result for torch 2.15.0 (torch 2.15.0: torch 2.15.0 has no wheel for Python 3.10 "
-        f"(it has for Python 3.11 to 3.14)); the results are saved in {saved}; {page} was left as it was (a table "
+        "error: matrix incomplete, no result for torch 2.15.0 (torch 2.15.0: torch 2.15.0 and Lightning 2.6.6 need "
+        f"Python 3.11 to 3.14, not 3.10); the results are saved in {saved}; {page} was left as it was (a table "
         "is replaced only by a complete one)"
     ]
 

@@ -10,6 +10,7 @@ import pytest
 from patchseries import job, runner
 from patchseries.changed_lines import ChangedLines, FileLines
 from patchseries.cli import main
+from patchseries.errors import SeriesError
 from patchseries.job import BaseChoice, JobResult, prepare, summary
 from patchseries.progress import quiet
 from patchseries.runner import Environment, run_tests
@@ -31,8 +32,22 @@ def test_no_collected_test_is_not_a_failure(tmp_path):
     assert outcome.line() == "none ran: pytest collected no test (check the -k/-m or other pytest arguments)"
 
 
+def test_no_test_module_to_run_is_refused_and_a_stale_report_is_not_taken(tmp_path):
+    stale = tmp_path / "reports" / "junit.xml"
+    stale.parent.mkdir()
+    stale.write_text('<testsuites><testsuite><testcase classname="t" name="test_old"/></testsuite></testsuites>')
+    env = Environment(Path(sys.prefix), "2.13.0")
+
+    with pytest.raises(SeriesError, match="^no test module to run: the series adds none under tests/, and accept"):
+        run_tests(env, tmp_path, [], [], tmp_path / "reports")
+    outcome = run_tests(env, _tree(tmp_path), ["tests/tests_pytorch/test_x.py"], [], tmp_path / "reports", ("--co",))
+
+    assert outcome.no_tests
+    assert outcome.passed == 0
+
+
 def test_main_job_that_ran_no_test_says_so_and_exits_5(synthetic, monkeypatch):
-    outcome = runner.TestOutcome(0, 0, 0, runner.PYTEST_NO_TESTS, None, synthetic.ws.reports / "junit.xml", None)
+    outcome = runner.TestOutcome(0, 0, 0, runner.PYTEST_NO_TESTS, None, synthetic.ws.reports / "junit.xml", None, 0)
     monkeypatch.setattr(job, "ensure_environment", lambda *args, **kwargs: None)
     monkeypatch.setattr(job, "run_tests", lambda *args, **kwargs: outcome)
 
@@ -105,7 +120,7 @@ def test_tests_that_ran_and_passed_are_ok(tmp_path):
 
 
 def test_main_job_that_only_collected_tests_exits_5(synthetic, monkeypatch):
-    outcome = runner.TestOutcome(0, 0, 0, 0, None, synthetic.ws.reports / "junit.xml", None, ran=0)
+    outcome = runner.TestOutcome(0, 0, 0, 0, None, synthetic.ws.reports / "junit.xml", None, 0)
     monkeypatch.setattr(job, "ensure_environment", lambda *args, **kwargs: None)
     monkeypatch.setattr(job, "run_tests", lambda *args, **kwargs: outcome)
 
@@ -149,7 +164,7 @@ def test_a_pytest_usage_error_is_bad_input_not_a_failed_test(synthetic, tmp_path
 
 def _outcome(tmp_path: Path, coverage: float | None) -> runner.TestOutcome:
     xml = tmp_path / "coverage.xml" if coverage is not None else None
-    return runner.TestOutcome(3, 0, 1, 0, coverage, tmp_path / "junit.xml", xml)
+    return runner.TestOutcome(3, 0, 1, 0, coverage, tmp_path / "junit.xml", xml, 3)
 
 
 def test_summary_reports_changed_lines_then_changed_modules(synthetic, tmp_path):

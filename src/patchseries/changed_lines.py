@@ -1,5 +1,4 @@
-"""Coverage of the lines the series adds or changes (Codecov's patch coverage, ``diff-cover``'s figure): the ``+``
-lines of ``git diff -U0 base series`` that coverage.py's XML report counts as executable; runs merge by union."""
+"""Coverage of the lines the series adds or changes (Codecov's patch coverage, diff-cover's figure), merged by union."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from typing import Any
 from patchseries.gitcmd import git
 from patchseries.series import file_sections, hunks, section_path
 
-REPORT_NAME = "changed-lines.txt"
 JSON_NAME = "changed-lines.json"
 
 
@@ -42,81 +40,67 @@ class ChangedLines:
     def report(self, title: str) -> str:
         """The figure, then every uncovered line as ``path:line: source``."""
         missed = self.missed_lines()
-        lines = [title, f"changed lines: {self.line()}", ""]
-        lines.append("uncovered changed lines:" if missed else "uncovered changed lines: none")
+        lines = [title, f"changed lines: {self.line()}", "", "uncovered changed lines:" + ("" if missed else " none")]
         lines += [f"{path}:{number}: {source.strip()}" for path, number, source in missed]
         if self.unmeasured:
             lines += ["", "changed files the coverage report does not include (never imported?):", *self.unmeasured]
         return "\n".join(lines) + "\n"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # JSON's: a line number as a key becomes a string
         files = {
-            path: {"covered": sorted(f.covered), "missed": {str(n): f.missed[n] for n in sorted(f.missed)}}
-            for path, f in sorted(self.files.items())
+            p: {"covered": sorted(f.covered), "missed": dict(sorted(f.missed.items()))} for p, f in self.files.items()
         }
-        return {"files": files, "unmeasured": list(self.unmeasured)}
+        return {"files": dict(sorted(files.items())), "unmeasured": list(self.unmeasured)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChangedLines:
-        files = {
-            path: FileLines(set(entry["covered"]), {int(n): text for n, text in entry["missed"].items()})
-            for path, entry in data.get("files", {}).items()
-        }
-        return cls(files, list(data.get("unmeasured", [])))
+        files = data.get("files", {}).items()
+        return cls({p: FileLines(set(f["covered"]), {int(n): t for n, t in f["missed"].items()}) for p, f in files},
+                   list(data.get("unmeasured", [])))  # fmt: skip
 
     def write(self, directory: Path, title: str) -> Path:
         """The text report and its JSON form (for merging) in ``directory``; returns the text report."""
         directory.mkdir(parents=True, exist_ok=True)
         (directory / JSON_NAME).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        (directory / REPORT_NAME).write_text(self.report(title))
-        return directory / REPORT_NAME
+        (report := directory / "changed-lines.txt").write_text(self.report(title))
+        return report
 
 
-def added_lines(repo: Path, base: str, head: str, prefix: str = "src/") -> dict[str, dict[int, str]]:
-    """The lines ``head`` adds or changes against ``base`` in Python files under ``prefix``: path -> line -> text."""
-    diff = git("diff", "-U0", "--no-color", "--no-ext-diff", base, head, "--", f"{prefix}*.py", cwd=repo).stdout
-    return parse_added_lines(diff, prefix)
+def added_lines(repo: Path, base: str, head: str) -> dict[str, dict[int, str]]:
+    """The lines ``head`` adds or changes against ``base`` in Python files under ``src/``: path -> line -> text."""
+    diff = git("diff", "-U0", "--no-color", "--no-ext-diff", base, head, "--", "src/*.py", cwd=repo).stdout
+    return parse_added_lines(diff)
 
 
-def parse_added_lines(diff: str, prefix: str = "src/") -> dict[str, dict[int, str]]:  # the lines of a diff
+def parse_added_lines(diff: str) -> dict[str, dict[int, str]]:
     added: dict[str, dict[int, str]] = {}
     for section in file_sections(diff):
         path = section_path(section)  # the header's: a "+++" line ends with a tab when the path has a space
         lines = {number: text for hunk in hunks(section) for marker, number, text in hunk if marker == "+"}
-        if path.startswith(prefix) and path.endswith(".py") and lines:
+        if path.startswith("src/") and path.endswith(".py") and lines:
             added.setdefault(path, {}).update(lines)
     return added
 
 
-def line_hits(coverage_xml: Path) -> dict[str, dict[int, int]]:
-    """Hits per executable line, per file name as coverage.py's XML report writes it (relative to a source dir)."""
+def measure(added: dict[str, dict[int, str]], coverage_xml: Path) -> ChangedLines:
+    """The added lines that coverage.py's XML report counts as executable, covered or not; its name of a path: the
+    longest that ends it at a folder boundary (the report names a file relative to a source folder)."""
     hits: dict[str, dict[int, int]] = {}
     for cls in ET.parse(coverage_xml).getroot().iter("class"):
-        lines = hits.setdefault(cls.get("filename") or "", {})
+        counts = hits.setdefault(cls.get("filename") or "", {})
         for entry in cls.iter("line"):
             number = int(entry.get("number") or 0)
-            lines[number] = max(lines.get(number, 0), int(entry.get("hits") or 0))
-    return hits
-
-
-def measure(added: dict[str, dict[int, str]], hits: dict[str, dict[int, int]]) -> ChangedLines:
-    """The added lines that a report lists as executable, covered or not."""
+            counts[number] = max(counts.get(number, 0), int(entry.get("hits") or 0))
     result = ChangedLines()
     for path, lines in sorted(added.items()):
-        # the report's name: the path, or a suffix of it at a directory boundary (the longest)
         names = [n for n in hits if n and (path == n or path.endswith("/" + n) or n.endswith("/" + path))]
         if not names:
             result.unmeasured.append(path)
             continue
         executable = hits[max(names, key=len)]
-        counted = result.files[path] = FileLines()
-        counted.covered = {number for number in lines if executable.get(number, 0) > 0}
-        counted.missed = {number: text for number, text in lines.items() if executable.get(number) == 0}
+        result.files[path] = FileLines({n for n in lines if executable.get(n, 0) > 0},
+                                       {n: text for n, text in lines.items() if executable.get(n) == 0})  # fmt: skip
     return result
-
-
-def measure_tree(repo: Path, base: str, head: str, coverage_xml: Path) -> ChangedLines:
-    return measure(added_lines(repo, base, head), line_hits(coverage_xml))
 
 
 def merge(results: list[ChangedLines]) -> ChangedLines:

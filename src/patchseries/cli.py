@@ -20,7 +20,7 @@ from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, pa
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import make_log
 from patchseries.release import build_wheels, load_wheel_pin
-from patchseries.runner import DEFAULT_TORCH, running_python
+from patchseries.runner import DEFAULT_TORCH
 from patchseries.series import Patch, read_series, snapshot_series
 
 FORWARD_DIR = "master"  # the forward series for upstream's default branch, beside the release series' patches
@@ -93,9 +93,8 @@ def _workspace(args: argparse.Namespace) -> Workspace:
     if command in ("test", "matrix", "test-wheels"):
         runner.torch_index()
         given = [args.torch] if command == "test" else args.torch or ([DEFAULT_TORCH] if command != "matrix" else [])
-        versions = list(dict.fromkeys(runner.known_torch(v) for v in given))  # `--torch 2.13` is 2.13.0, once
-        for version in versions if command != "matrix" else []:  # matrix reports a release without a wheel
-            runner.check_python(version, runner.parse_torch_version(version), running_python())
+        python = None if command == "matrix" else sys.version_info[:2]  # matrix reports a release without a wheel
+        versions = list(dict.fromkeys(runner.torch_release(v, python) for v in given))  # `--torch 2.13` is 2.13.0, once
         args.torch = versions[0] if command == "test" else versions
     if getattr(args, "onto", None) and args.checkout is None:
         raise SeriesError("check --onto needs --checkout PATH, an upstream clone that has the ref")

@@ -1,6 +1,4 @@
-"""The main job, stage by stage: pin and fetch -> base -> apply -> environment -> test -> report; and what the
-series' tests need in the tree's ``tests/`` (the acceptance suite; on the sdist, which ships none, the ``RunIf``
-helpers), written as git-ignored files and recorded (:func:`_place`): never a local change nor part of a patch."""
+"""The main job (pin -> base -> apply -> environment -> test -> report), and the tool's files in the tree's tests/."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries.changed_lines import ChangedLines, measure_tree
+from patchseries.changed_lines import ChangedLines, added_lines, measure
 from patchseries.errors import SeriesError
 from patchseries.gates import (
     DOCS_REQUIREMENTS,
@@ -30,7 +28,7 @@ from patchseries.interrupts import write_file
 from patchseries.paths import ACCEPTANCE_DIR, Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
-from patchseries.runner import TestOutcome, changed_source_files, ensure_environment, junit_cases, run_tests
+from patchseries.runner import TestOutcome, ensure_environment, junit_cases, run_tests
 from patchseries.series import Patch, read_series
 from patchseries.trees import BASE_REF, ApplyResult, BaseSource, BaseTree, recording, resolve_source, tool_tree
 
@@ -72,6 +70,9 @@ class Prepared:
     def test_modules(self) -> list[str]:
         return [module for modules in self.test_groups().values() for module in modules]
 
+    def sources(self) -> list[str]:  # the Python files the series changes under src/: what coverage reports on
+        return sorted({c.path for p in self.patches for c in p.changes if re.fullmatch(r"src/.*\.py", c.path)})
+
 
 @dataclass(frozen=True)
 class JobResult:
@@ -88,10 +89,6 @@ class JobResult:
         return 5 if self.outcome.no_tests else 1 if failed else 0
 
 
-def load(ws: Workspace) -> tuple[Pin, list[Patch]]:  # bad input is refused before anything is created
-    return load_pin(ws.pin_file), read_series(ws.series_file)
-
-
 def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> BaseSource:  # checked before anything is created
     return resolve_source(ws, pin, choice.checkout, choice.use_git, choice.force_base)
 
@@ -99,7 +96,7 @@ def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> BaseSource:  # ch
 def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
     """Stages 1-3: the tool's tree with the series applied, the acceptance suite and the harness in its ``tests/``."""
     log("stage 1/5: reading the pin and the series")
-    pin, patches = load(ws)
+    pin, patches = load_pin(ws.pin_file), read_series(ws.series_file)
     log(f"stage 2/5: getting the base ({pin.name} {pin.version})")
     source = get_source(ws, pin, choice)
     ws.workdir.mkdir(parents=True, exist_ok=True)
@@ -126,13 +123,12 @@ def run_main_job(
         extra += DOCS_REQUIREMENTS if upstream_checkout and changed_pages(tree) else ()
         env = ensure_environment(ws, tree, torch, log, installer=installer, extra=extra)
         groups, tests = prepared.test_groups(), prepared.test_modules()
-        sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
         counts = ", ".join(f"{name}: {len(modules)}" for name, modules in groups.items())
         log(f"stage 5/5: running {len(tests)} test modules of the series ({counts})")
         reports = ws.reports / f"torch-{torch}"
-        outcome = run_tests(env, tree, tests, sources, reports, pytest_args)
+        outcome = run_tests(env, tree, tests, prepared.sources(), reports, pytest_args)
         xml = outcome.coverage_xml
-        changed = measure_tree(tree, BASE_REF, "HEAD", xml) if xml is not None else None
+        changed = measure(added_lines(tree, BASE_REF, "HEAD"), xml) if xml is not None else None
         title = f"Lines the series adds or changes under src/, covered by its tests (torch {torch})"
         changed_report = changed.write(reports, title) if changed is not None else None
         upstream = []
@@ -146,10 +142,9 @@ def run_main_job(
 
 def summary(result: JobResult) -> str:
     prepared, outcome, applied = result.prepared, result.outcome, result.prepared.applied
-    modules = "n/a" if outcome.coverage is None else f"{outcome.coverage}%"
     coverage = [
         f"  coverage:  changed lines: {result.changed.line()} (uncovered listed in {result.changed_report})",
-        f"             changed modules: {modules} (xml: {outcome.coverage_xml})",
+        f"             changed modules: {outcome.coverage}% (xml: {outcome.coverage_xml})",
     ] if result.changed is not None else ["  coverage:  n/a (no coverage report)"]  # fmt: skip
     excluded = sum(len(v) for v in applied.excluded.values())
     patches = "already applied, reused" if applied.reused else f"{len(applied.applied)} applied"
@@ -175,8 +170,7 @@ def ran_per_group(junit: Path, groups: dict[str, list[str]]) -> dict[str, int]:
     """How many test cases of each group of modules (``tests/...`` paths) ran, that is passed or failed."""
     counts = dict.fromkeys(groups, 0)
     for case in junit_cases(junit):
-        # pytest names a module from the rootdir (tests.tests_pytorch.x or tests_pytorch.x), then its class if any;
-        # one that fails to import has no class name, the module as its name
+        # pytest: the module from the rootdir (tests.x or x), then its class; one that fails to import: no class name
         module = "tests/" + (case.classname or case.name).removeprefix("tests.").replace(".", "/") + "/"
         mine = [name for name, paths in groups.items() for p in paths if module.startswith(p[:-3] + "/")]
         if case.outcome in ("passed", "failed") and mine:
@@ -227,10 +221,7 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
     lists that is no longer wanted is removed. Refused before anything is written: to overwrite a file the tree tracks
     or one the manifest does not list as written (an earlier copy that changed since)."""
     manifest_file = git_path(tree, name)
-    try:  # one that is not the tool's JSON lists nothing: each copy is then in the way, and refused
-        manifest = {str(path): list(map(str, sha)) for path, sha in json.loads(manifest_file.read_text()).items()}
-    except (FileNotFoundError, ValueError, AttributeError):
-        manifest = {}
+    manifest: dict[str, list[str]] = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
     listed = git("--literal-pathspecs", "ls-files", "-z", "--cached", "--", *files, *generated, *manifest, cwd=tree)
     tracked = set(listed.stdout.split("\0"))
     wanted = {**{p: d for p, d in generated.items() if p not in tracked and (p in manifest or _read(tree / p) is None)},
@@ -245,8 +236,7 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
                 f"in {ACCEPTANCE_DIR}/, or move yours away; nothing was copied"
             )
     changed = {path: data for path, data in wanted.items() if _read(tree / path) != data}
-    # excluded before written, so a copy is never an untracked file; while the files are written the manifest allows
-    # both contents, so the next run takes up an interrupted one
+    # excluded before written (never an untracked file); meanwhile the manifest allows both contents (interrupted runs)
     add_excludes(tree, [f"/{path}" for path in wanted])
     entries = {**manifest, **{path: [*manifest.get(path, []), _sha(data)] for path, data in changed.items()}}
     write_file(manifest_file, json.dumps(entries, indent=1, sort_keys=True) + "\n")
@@ -262,8 +252,7 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
 
 
 def _remove_copy(tree: Path, path: str) -> bool:
-    """Remove a copy no longer wanted, and the folders it leaves empty; a package marker stays while its folder holds
-    other files."""
+    """Remove a copy and the folders it leaves empty; a package marker stays while its folder holds other files."""
     target = tree / path
     names = {p.name for p in target.parent.iterdir()} if target.parent.is_dir() else set()
     if target.name == "__init__.py" and names - {"__init__.py", "__pycache__"}:

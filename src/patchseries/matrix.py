@@ -1,5 +1,4 @@
-"""The torch matrix: the series' tests before and after the series, and compile statistics, on each torch release;
-saved as JSON, rendered as docs/compatibility.md's table. A failing release never stops the others."""
+"""The torch matrix: the series' tests before and after it and compile statistics, per torch release, as a table."""
 
 from __future__ import annotations
 
@@ -11,24 +10,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchseries.changed_lines import ChangedLines, added_lines, line_hits, measure, merge
+from patchseries.changed_lines import ChangedLines, added_lines, measure, merge
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import add_excludes, git, out
 from patchseries.interrupts import write_file
 from patchseries.job import BaseChoice, Prepared, install_acceptance, prepare, write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace, project_root
 from patchseries.progress import Log
-from patchseries.runner import (
-    TORCH_NEWEST_PATCH,
-    Environment,
-    changed_source_files,
-    ensure_environment,
-    junit_cases,
-    run_tests,
-)
+from patchseries.runner import TORCH, Environment, ensure_environment, junit_cases, run_tests
 from patchseries.trees import BASE_REF, base_worktree, recording
 
-DEFAULT_VERSIONS = tuple(f"{a}.{b}.{c}" for (a, b), c in TORCH_NEWEST_PATCH.items())  # each minor's newest release
+DEFAULT_VERSIONS = tuple(f"{a}.{b}.{c}" for (a, b), (_, _, c) in TORCH.items())  # each minor's newest release
 TABLE_START, TABLE_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
 _BEFORE_ARGS = ("-q", "--continue-on-collection-errors")  # a module importing what the series adds fails: go on
 _VARIANTS = ("none", "calls", "toggled", "with")
@@ -59,7 +51,6 @@ def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "a
     tree, rows = prepared.base.path, [Row(torch=version) for version in versions]
     with recording(tree):  # what installing and testing make in the tree is the tool's
         before_tree, tests = _tree_without_series(ws, prepared), prepared.test_modules()
-        sources = changed_source_files([c.path for p in prepared.patches for c in p.changes])
         added = added_lines(tree, BASE_REF, "HEAD")
         for number, row in enumerate(rows, 1):
             log(f"matrix {number}/{len(versions)}: torch {row.torch}")
@@ -74,10 +65,10 @@ def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "a
             before = run_tests(env, before_tree, tests, [], reports / "before", _BEFORE_ARGS, before_tree / "src")
             row.before = results_by_module(before.junit)
             log(f"torch {row.torch}: the series' tests with the series")
-            after = run_tests(env, tree, tests, sources, reports / "after", ("-q",))
+            after = run_tests(env, tree, tests, prepared.sources(), reports / "after", ("-q",))
             row.after = results_by_module(after.junit)
             if after.coverage_xml is not None:
-                row.changed_lines = measure(added, line_hits(after.coverage_xml)).to_dict()
+                row.changed_lines = measure(added, after.coverage_xml).to_dict()
             row.compile = _probe(env, log, row.torch)
     measured = [ChangedLines.from_dict(row.changed_lines) for row in rows if row.changed_lines]
     if measured:

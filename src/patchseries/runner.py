@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import re
 import shutil
@@ -20,15 +22,11 @@ DEFAULT_TORCH = "2.13.0"
 PYTHON_FLOOR = (3, 10)  # lightning-2.6.6.tar.gz, PKG-INFO: "Requires-Python: >=3.10"
 # torch (major, minor) -> (oldest, newest Python with a wheel), newest patch release (the releases `matrix` runs); read
 # from PyPI on 2026-12-01 with PIP_CONFIG_FILE=/dev/null `pip index versions torch --isolated --only-binary=:all:
-# --python-version 3.Y --platform manylinux_2_28_x86_64` (Y = 9 ... 14). A new torch release is added with the tool.
-TORCH: dict[tuple[int, int], tuple[tuple[int, int], tuple[int, int], int]] = {
-    (2, minor): ((3, oldest), (3, newest), patch)
-    for minor, oldest, newest, patch in [(1, 9, 11, 2), (2, 9, 12, 2), (3, 9, 12, 1), (4, 9, 12, 1), (5, 9, 13, 1),
-                                         (6, 9, 13, 0), (7, 9, 13, 1), (8, 9, 13, 0), (9, 10, 14, 1), (10, 10, 14, 0),
-                                         (11, 10, 14, 0), (12, 10, 14, 1), (13, 10, 14, 0), (14, 10, 14, 1),
-                                         (15, 11, 14, 0)]
-}  # fmt: skip
-TORCH_NEWEST_PATCH = {minor: newest for minor, (_, _, newest) in TORCH.items()}
+# --python-version 3.Y --platform manylinux_2_28_x86_64` (Y = 9 ... 14). A new torch release is added here.
+TORCH = {(2, minor): ((3, oldest), (3, newest), patch) for minor, oldest, newest, patch in [
+    (1, 9, 11, 2), (2, 9, 12, 2), (3, 9, 12, 1), (4, 9, 12, 1), (5, 9, 13, 1), (6, 9, 13, 0), (7, 9, 13, 1),
+    (8, 9, 13, 0), (9, 10, 14, 1), (10, 10, 14, 0), (11, 10, 14, 0), (12, 10, 14, 1), (13, 10, 14, 0), (14, 10, 14, 1),
+    (15, 11, 14, 0)]}  # fmt: skip
 
 # setuptools: torch 2.1's inductor imports it, uv's venvs lack it; coverage 7.10+ measures subprocesses the tests start
 TEST_REQUIREMENTS = ("pytest", "pytest-cov", "coverage>=7.10", "setuptools")
@@ -48,52 +46,29 @@ def pytest_sessionfinish(session):
 """
 
 
-def parse_torch_version(version: str) -> tuple[int, int, int]:
-    """A release number (``2.13`` is ``2.13.0``); anything else, or one older than 2.1, is refused."""
+def torch_release(version: str, python: tuple[int, int] | None = None) -> str:
+    """``version`` as the table's full release number (``2.13`` is ``2.13.0``: one environment), refused unless the
+    table has it and, given ``python``, Lightning supports that Python and torch has a wheel for it."""
     match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
     if not match:
         raise SeriesError(f"unknown torch version {version!r}: expected a release number such as {DEFAULT_TORCH}")
     major, minor, patch = (int(part or 0) for part in match.groups())
+    release = f"{major}.{minor}.{patch}"
     if (major, minor) < (2, 1):
-        raise SeriesError(f"torch {version} is older than 2.1, the oldest release Lightning 2.6.6 supports")
-    return major, minor, patch
-
-
-def torch_release(version: str) -> str:  # 2.13 -> 2.13.0, as pip's torch==2.13 means it: one environment
-    return ".".join(map(str, parse_torch_version(version)))
-
-
-def known_torch(version: str) -> str:  # a --torch value: its full release number, refused unless the table has it
-    release = torch_release(version)
-    check_known(release, parse_torch_version(release))
-    return release
-
-
-def check_known(torch: str, release: tuple[int, int, int]) -> None:  # in the table, else refused before any work
-    minor, patch = _show(release[:2]), TORCH_NEWEST_PATCH.get(release[:2], 0)
-    releases = f"{minor}.0 to {minor}.{patch}" if patch else f"{minor}.0 alone"
-    if release[:2] > max(TORCH):
-        raise SeriesError(f"torch {torch} is newer than every release this tool knows (up to {_show(max(TORCH))}, "
+        raise SeriesError(f"torch {release} is older than 2.1, the oldest release Lightning 2.6.6 supports")
+    if (major, minor) > max(TORCH):
+        raise SeriesError(f"torch {release} is newer than every release this tool knows (up to {_show(max(TORCH))}, "
                           "src/patchseries/runner.py); pick another --torch")  # fmt: skip
-    if release[2] > patch:
-        raise SeriesError(f"torch {torch} is not a release this tool knows: torch {minor} has {releases} "
+    oldest, newest, last = TORCH[major, minor]
+    if patch > last:
+        releases = f"{major}.{minor}.0 to {major}.{minor}.{last}" if last else f"{major}.{minor}.0 alone"
+        raise SeriesError(f"torch {release} is not a release this tool knows: torch {major}.{minor} has {releases} "
                           "(src/patchseries/runner.py); pick one of those, or another --torch")  # fmt: skip
-
-
-def check_python(torch: str, release: tuple[int, int, int], python: tuple[int, int]) -> None:
-    """Refuse a Python that Lightning does not support, or that ``torch`` has no wheel for."""
-    if python < PYTHON_FLOOR:
-        raise SeriesError(f"Python {_show(python)} is too old: Lightning 2.6.6 needs Python {_show(PYTHON_FLOOR)} or "
-                          "newer; run patchseries with a newer Python")  # fmt: skip
-    oldest, newest, _ = TORCH.get(release[:2], (python, python, 0))
-    if not oldest <= python <= newest:
-        raise SeriesError(f"torch {torch} has no wheel for Python {_show(python)} (it has for Python "
-                          f"{_show(max(oldest, PYTHON_FLOOR))} to {_show(newest)}); run patchseries with one of those, "
-                          "or pick another --torch")  # fmt: skip
-
-
-def running_python() -> tuple[int, int]:
-    return sys.version_info[:2]
+    lowest = max(oldest, PYTHON_FLOOR)
+    if python is not None and not lowest <= python <= newest:
+        raise SeriesError(f"torch {release} and Lightning 2.6.6 need Python {_show(lowest)} to {_show(newest)}, not "
+                          f"{_show(python)}; run patchseries with one of those, or pick another --torch")  # fmt: skip
+    return release
 
 
 def _show(version: tuple[int, int]) -> str:
@@ -109,25 +84,22 @@ def torch_index() -> str:  # an extra index for torch (CI: the CPU-only wheels) 
 
 
 def index_args(uv: bool, index: str) -> list[str]:
-    # ``index`` beside PyPI, the best version winning (torch's CPU builds are local versions, 2.13.0+cpu): uv takes
-    # only the first index that has a package unless told so
+    # beside PyPI, the best version winning (torch's CPU builds are 2.13.0+cpu); uv takes the first index unless told
     best = ["--index-strategy", "unsafe-best-match"] if uv else []
     return ["--extra-index-url", index, *best] if index else []
 
 
-def companion_requirements(torch_version: str) -> list[str]:  # torch < 2.3: NumPy 1.x, pkg_resources
-    return ["numpy<2", "setuptools<70"] if parse_torch_version(torch_version) < (2, 3, 0) else []
+def companion_requirements(torch: str) -> list[str]:  # torch < 2.3 (a full release number): NumPy 1.x, pkg_resources
+    return ["numpy<2", "setuptools<70"] if tuple(map(int, torch.split("."))) < (2, 3, 0) else []
 
 
-def find_uv() -> str | None:  # the one installed with this package, else one on PATH, else None
+def find_uv(installer: str = "auto") -> str | None:
+    """``--installer``'s uv (auto, uv, pip): the one installed with this package, else one on PATH; None: pip."""
     try:
-        return str(__import__("uv").find_uv_bin())
+        uv = str(__import__("uv").find_uv_bin()) if installer != "pip" else None
     except (ImportError, FileNotFoundError):
-        return shutil.which("uv")
-
-
-def choose_uv(installer: str) -> str | None:  # what --installer (auto, uv, pip) asks for; None: pip
-    if (uv := find_uv() if installer in ("auto", "uv") else None) or installer != "uv":
+        uv = shutil.which("uv")
+    if uv or installer != "uv":
         return uv
     raise SeriesError("--installer uv was requested but uv is not installed; pip install uv, or use --installer pip")
 
@@ -145,9 +117,7 @@ def ensure_environment(
     ws: Workspace, tree: Path, torch_version: str, log: Log, extra: tuple[str, ...] = (), installer: str = "auto"
 ) -> Environment:
     """A venv of this Python with ``torch_version`` and ``tree`` installed editable, reused while its recipe holds."""
-    torch_version = torch_release(torch_version)
-    check_python(torch_version, parse_torch_version(torch_version), running_python())
-    py_tag = f"py{_show(running_python())}"
+    torch_version, py_tag = torch_release(torch_version, sys.version_info[:2]), f"py{_show(sys.version_info[:2])}"
     venv = ws.venvs / f"{py_tag}-torch{torch_version}-{tree.name}"
     requirements = [f"torch=={torch_version}", *companion_requirements(torch_version), *TEST_REQUIREMENTS, *extra]
     index = torch_index()
@@ -155,7 +125,7 @@ def ensure_environment(
     if is_ready(venv, recipe):
         log(f"reusing environment {venv.name}")
     else:
-        uv = choose_uv(installer)
+        uv = find_uv(installer)
         log(f"creating environment {venv.name} with {'uv' if uv else 'venv + pip'} (torch {torch_version}; "
             "minutes when torch is not cached yet)")  # fmt: skip
         args = [*index_args(uv is not None, index), *requirements, "-e", str(tree)]
@@ -171,13 +141,11 @@ def build_venv(
     venv: Path, python: str, uv: str | None, args: list[str], cannot: str, log: Log, recipe: str | None = None
 ) -> None:
     """The one builder of virtual environments: ``python`` with ``args`` installed (uv, else venv and pip; ``cannot``:
-    what a failure says) and ``recipe`` in its ready-marker (:func:`is_ready`), in a fresh folder beside ``venv``,
-    which becomes a link to it last (a venv cannot be moved: its scripts name its path). A failed build is removed,
-    one a killed run left by the next build; an installer that outlived a killed run writes where no build looks."""
+    what a failure says) and ``recipe`` in its ready-marker, in a fresh folder beside ``venv`` that becomes a link to it
+    last (a venv cannot be moved: its scripts name its path); a failed build is removed, a killed run's by the next."""
     remove(venv)
-    for old in venv.parent.glob("*"):  # builds of killed runs (an installer may still write in one)
-        if re.fullmatch(re.escape(venv.name) + r"\.[0-9a-f]{8}", old.name):
-            shutil.rmtree(old, ignore_errors=True)
+    for old in venv.parent.glob(glob.escape(venv.name) + "." + "[0-9a-f]" * 8):
+        shutil.rmtree(old, ignore_errors=True)
     build = venv.with_name(f"{venv.name}.{os.urandom(4).hex()}")
     venv.parent.mkdir(parents=True, exist_ok=True)
     inside = str(build / "bin" / "python")
@@ -196,19 +164,17 @@ def build_venv(
 
 
 def run_installer(command: list[str], what: str, log: Log) -> None:
-    """Run an installer, a line every :data:`HEARTBEAT_S` seconds (a cold install takes minutes); raise with the cause
-    it gives if it fails."""
+    """Run an installer, saying so every :data:`HEARTBEAT_S` seconds; raise with the cause it gives if it fails."""
     start = time.monotonic()
     # on Linux the installer ends when this process dies (PR_SET_PDEATHSIG, SIGTERM): a killed run leaves none running
     orphan = (lambda: __import__("ctypes").CDLL(None).prctl(1, 15)) if sys.platform == "linux" else None
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=orphan)
     try:
         while True:
-            try:
-                output, _ = proc.communicate(timeout=HEARTBEAT_S)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                output = proc.communicate(timeout=HEARTBEAT_S)[0]
                 break
-            except subprocess.TimeoutExpired:
-                log(f"still installing ({time.monotonic() - start:.0f} s): {Path(command[0]).name} {command[1]} ...")
+            log(f"still installing ({time.monotonic() - start:.0f} s): {Path(command[0]).name} {command[1]} ...")
     except BaseException:
         proc.kill()
         proc.wait()
@@ -236,7 +202,7 @@ class TestOutcome(NamedTuple):
     coverage: float | None
     junit: Path
     coverage_xml: Path | None
-    ran: int | None = None  # test bodies that ran; None: not counted (the passed tests are taken)
+    ran: int  # test bodies that ran (the JUnit report counts a test only set up as passed)
 
     @property
     def ok(self) -> bool:  # a run that ran no test body is not a success, whatever pytest's exit status
@@ -244,8 +210,7 @@ class TestOutcome(NamedTuple):
 
     @property
     def no_tests(self) -> bool:  # none collected (``-k``), only collected or set up, or all skipped; none failed
-        ran = self.ran if self.ran is not None else self.passed
-        return self.returncode in (0, PYTEST_NO_TESTS) and not self.failed and ran == 0
+        return self.returncode in (0, PYTEST_NO_TESTS) and not self.failed and self.ran == 0
 
     def line(self) -> str:
         if not self.no_tests:
@@ -266,12 +231,10 @@ def run_tests(
     """Run ``test_files`` as upstream does, from ``tests/``, covering ``changed_sources``; ``source_override``: a
     ``src/`` put first on the path instead of the editable install (the matrix's tree without the series)."""
     if not test_files:
-        raise SeriesError("the series adds no test files under tests/, so there is nothing to run")
+        raise SeriesError("no test module to run: the series adds none under tests/, and acceptance/ has none")
+    remove(reports)  # no report of an earlier run is taken for this one's
+    (plugin := reports / "plugin").mkdir(parents=True)
     junit, coverage_xml, bodies = reports / "junit.xml", reports / "coverage.xml", reports / "bodies-ran"
-    for stale in (junit, coverage_xml, bodies):
-        remove(stale)
-    plugin = reports / "plugin"
-    plugin.mkdir(parents=True, exist_ok=True)
     (plugin / "_patchseries_bodies.py").write_text(_BODIES_SOURCE.format(bodies=str(bodies)))
     tests = [f.removeprefix("tests/") if f.startswith("tests/") else f"../{f}" for f in test_files]
     # colour only on a terminal (Lightning's configuration says --color=yes); a --color in pytest_args still wins
@@ -293,14 +256,10 @@ def run_tests(
                           "above); nothing was tested. Correct the pytest arguments after --")  # fmt: skip
     outcomes = [case.outcome for case in junit_cases(junit)]
     failed, skipped = outcomes.count("failed"), outcomes.count("skipped") + outcomes.count("xfailed")
-    xml = coverage_xml if changed_sources and coverage_xml.exists() else None
+    xml = coverage_xml if coverage_xml.exists() else None
     coverage = round(float(ET.parse(xml).getroot().get("line-rate", 0)) * 100, 1) if xml else None
     ran = int(bodies.read_text() or 0) if bodies.exists() else 0  # none: pytest ended early (--help, --version)
     return TestOutcome(len(outcomes) - failed - skipped, failed, skipped, proc.returncode, coverage, junit, xml, ran)
-
-
-def changed_source_files(paths: list[str]) -> list[str]:  # what the coverage report is about
-    return sorted({p for p in paths if p.startswith("src/") and p.endswith(".py")})
 
 
 class CaseResult(NamedTuple):  # one ``<testcase>`` of a JUnit report

@@ -71,7 +71,7 @@ def run_wheel_test(
     tree = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)[0].path
     mapping = wheel_pin.mapping(package)
     venv = ws.venvs / f"wheel-{package}-py{sys.version_info[0]}.{sys.version_info[1]}-torch{torch}"
-    uv = env.choose_uv(installer)  # made fresh every time (no recipe): what a user's new environment is
+    uv = env.find_uv(installer)  # made fresh every time (no recipe): what a user's new environment is
     log(f"creating {venv.name}: torch {torch} and {', '.join(w.name for w in wheels)} installed with "
         f"{'uv pip' if uv else 'pip'}")  # fmt: skip
     requirements = [f"torch=={torch}", *env.companion_requirements(torch), *env.TEST_REQUIREMENTS, *map(str, wheels)]
