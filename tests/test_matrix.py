@@ -313,3 +313,26 @@ def test_write_docs_through_a_link_writes_the_page_it_names(synthetic, tmp_path,
     assert "old" not in page.read_text()
     assert matrix.TABLE_START in page.read_text()
     assert str(page) in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_a_run_whose_pytest_wrote_no_report_is_no_result_and_never_replaces_a_page_table(synthetic, tmp_path):
+    page = tmp_path / "compatibility.md"
+    page.write_text(f"intro\n{TABLE_START}\n| 2.13.0 | ok |\n{TABLE_END}\n")
+    before = page.read_bytes()
+    saved = tmp_path / "t.json"
+    no_report = {matrix.NO_REPORT: "error: pytest produced no report"}
+    saved.write_text(to_json([Row("2.13.0", before=no_report, after=no_report, compile={"with": {"graphs": 2}})]))
+
+    assert _matrix(synthetic, "--from-json", str(saved), "--write-docs", str(page)) == 2
+    assert page.read_bytes() == before
+
+
+def test_a_page_that_is_not_utf8_is_refused_in_one_line_before_a_run(synthetic, tmp_path, capsys):
+    page = tmp_path / "compatibility.md"
+    page.write_bytes(f"caf\xe9\n{TABLE_START}\n{TABLE_END}\n".encode("latin-1"))
+    saved = tmp_path / "t.json"
+    saved.write_text(to_json([_complete_row()]))
+
+    assert _matrix(synthetic, "--from-json", str(saved), "--write-docs", str(page)) == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {page} is not UTF-8 text (invalid continuation byte at "
+                                                    "byte 3); save it as UTF-8"]  # fmt: skip

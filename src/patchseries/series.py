@@ -16,7 +16,6 @@ from pathlib import Path
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, has_path
 from patchseries.lock import series_lock
-from patchseries.paths import tool_command
 
 _FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -77,10 +76,7 @@ def read_series(series_file: Path) -> list[Patch]:
             )
         patches.append(parse_patch(path))
     if not patches:
-        raise SeriesError(
-            f"{series_file} lists no patches; add the patch file names, one a line (or export a branch with "
-            f"`{tool_command('export', '--patches', series_file.parent.absolute())}`)"
-        )
+        raise SeriesError(f"{series_file} lists no patches; list the patch file names in it, one a line")
     return patches
 
 
