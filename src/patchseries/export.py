@@ -13,16 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import (
-    ENCODING_ERRORS,
-    TOOL_IDENTITY,
-    git,
-    has_path,
-    out,
-    patch_id_of_file,
-    uncommitted_files,
-    worktrees,
-)  # fmt: skip
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out, patch_id_of_file, uncommitted_files, worktrees
 from patchseries.interrupts import stage
 from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
@@ -33,7 +24,6 @@ from patchseries.series import (
     dropped_hunks,
     file_sections,
     has_crlf,
-    keep_cr,
     listed_names,
     read_series,
     section_path,
@@ -67,18 +57,10 @@ SCRATCH_PREFIX = ".patchseries-export-"  # the fresh folder in the series folder
 
 
 def export_series(
-    repo: Path,
-    patches_dir: Path,
-    branch: str,
-    base: str = BASE_REF,
-    lacks: tuple[str, ...] = (),
-    drop_lacking: bool = False,
-    author: str | None = None,
-    refuse_placeholder_authors: bool = False,
-    replace_unexported: bool = False,
-    edit: str = tool_command("edit"),
-    log: Log = quiet,
-) -> list[str]:
+    repo: Path, patches_dir: Path, branch: str, base: str = BASE_REF, lacks: tuple[str, ...] = (),
+    drop_lacking: bool = False, author: str | None = None, refuse_placeholder_authors: bool = False,
+    replace_unexported: bool = False, edit: str = tool_command("edit"), log: Log = quiet,
+) -> list[str]:  # fmt: skip
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files and ``series`` into ``patches_dir``, made in a
     fresh folder and renamed in last. What it replaces must be kept elsewhere unless ``replace_unexported``; hunks
     for files the base lacks (``lacks``) are dropped only with ``drop_lacking``; ``log`` gets a note when it removes a
@@ -139,8 +121,8 @@ def export_series(
         written = [*names, "series"]
         (staging / RECORD).write_text("".join(f"{_blob((staging / n).read_bytes())} {n}\n" for n in written))
         removed = [name for name in listed_names(patches_dir / "series") if name not in written]
-        if not replace_unexported:
-            _refuse_losing(patches_dir, staging, written, removed)
+        if not replace_unexported and (lost := unkept(patches_dir, [*removed, *written], staging / RECORD)):
+            _refuse_losing(patches_dir, lost)
         in_git = _committed(patches_dir)
         gone = [name for name in removed if name in in_git and (patches_dir / name).is_file()]
         ids = {patch_id_of_file(staging / name) for name in names} if gone else set()
@@ -163,52 +145,40 @@ def _committed(folder: Path) -> dict[str, str]:
     return {entry.split("\t", 1)[1]: entry.split()[2] for entry in entries if "\t" in entry}
 
 
-def _forms(path: Path) -> set[bytes]:  # a file's bytes, and as they were before a conversion to CRLF
-    return {(data := path.read_bytes()), data.replace(b"\r\n", b"\n")}
-
-
-def unkept(folder: Path, names: list[str]) -> list[str]:
-    """The files ``names`` of ``folder`` whose bytes (line endings aside) neither git (at HEAD), the last export's
-    record nor another file of ``folder`` (``cp F F.mine``; a link holds nothing of its own) holds."""
-    held = {name: {blob} for name, blob in _committed(folder).items()}
-    record = (folder / RECORD).read_text(errors=ENCODING_ERRORS) if (folder / RECORD).is_file() else ""
-    for blob, _, name in (line.partition(" ") for line in record.splitlines()):
-        held.setdefault(name, set()).add(blob)
+def unkept(folder: Path, names: list[str], *records: Path) -> list[str]:
+    """The files ``names`` of ``folder`` whose bytes (line endings aside) neither git (at HEAD), a record (the last
+    export's, ``records``) nor another file of ``folder`` (``cp F F.mine``; a link holds nothing of its own) holds."""
+    held = set(_committed(folder).items())
+    for record in (folder / RECORD, *records):
+        lines = record.read_text(errors=ENCODING_ERRORS).splitlines() if record.is_file() else []
+        held |= {(name, blob) for blob, _, name in (line.partition(" ") for line in lines)}
     others = [p for p in folder.iterdir() if p.name not in names and p.is_file() and not p.is_symlink()]
     kept = {_blob(p.read_bytes()) for p in others}
-    return [
-        n
-        for n in names
-        if (folder / n).is_file() and not {*map(_blob, _forms(folder / n))} & (held.get(n, set()) | kept)
-    ]
+
+    def holds(name: str) -> bool:  # its bytes, or as they were before a conversion to CRLF
+        data = (folder / name).read_bytes()
+        return any(b in kept or (name, b) in held for b in (_blob(data), _blob(data.replace(b"\r\n", b"\n"))))
+
+    return [name for name in names if (folder / name).is_file() and not holds(name)]
 
 
-def _refuse_losing(folder: Path, staging: Path, written: list[str], removed: list[str]) -> None:
-    """Refuse to replace or remove a file of a person's (:func:`unkept`) with other bytes."""
-    lost = [
-        n
-        for n in unkept(folder, [*removed, *written])
-        if n not in written or (staging / n).read_bytes() not in _forms(folder / n)
-    ]
-    if lost:
-        top = git("-C", folder, "rev-parse", "--show-toplevel", check=False).stdout.strip()
-        commit_them = [("add", "-A", "."), ("commit", "-q", "-m", "My series changes", "--", ".")]
-        steps = [*([] if top else [("init", "-q")]), *commit_them]
-        commit = " && ".join(shell("git", "-C", folder, *step) for step in steps)
-        more = f" (and {len(lost) - 1} more: {', '.join(lost[1:4])})" if len(lost) > 1 else ""
-        raise SeriesError(
-            f"export would overwrite or remove {folder / lost[0]}{more}, changes of yours that git does not hold (a "
-            f"patch of yours, a hand edit?); commit them (`{commit}`) and export again; nothing was written"
-        )
+def _refuse_losing(folder: Path, lost: list[str]) -> None:
+    """Refuse to replace or remove files of a person's (:func:`unkept`); the remedy commits them."""
+    init = [] if git("-C", folder, "rev-parse", check=False).returncode == 0 else [("init", "-q")]
+    steps = [*init, ("add", "-A", "."), ("commit", "-q", "-m", "My series changes", "--", ".")]
+    commit = " && ".join(shell("git", "-C", folder, *step) for step in steps)
+    more = f" (and {len(lost) - 1} more: {', '.join(lost[1:4])})" if len(lost) > 1 else ""
+    raise SeriesError(
+        f"export would overwrite or remove {folder / lost[0]}{more}, changes of yours that git does not hold (a "
+        f"patch of yours, a hand edit?); commit them (`{commit}`) and export again; nothing was written"
+    )
 
 
 def _switch(folder: Path, staging: Path, written: list[str], removed: list[str]) -> None:
     """Rename ``written`` in, then remove ``removed``; an interrupt puts back what was there (hard links in staging)."""
-    old = staging / "old"
-    old.mkdir()
-    for name in [*written, *removed]:
-        if (folder / name).is_file():
-            os.link(folder / name, old / name)
+    (old := staging / "old").mkdir()
+    for name in (name for name in [*written, *removed] if (folder / name).is_file()):
+        os.link(folder / name, old / name)
     try:
         for name in written:
             os.replace(staging / name, folder / name)
@@ -227,16 +197,15 @@ def _switch(folder: Path, staging: Path, written: list[str], removed: list[str])
 
 def parse_identity(text: str, given_as: str = "--author") -> tuple[str, str]:
     """``Name <email>`` -> ``(name, email)``; a refusal names where ``text`` came from (``given_as``)."""
+    match = _IDENTITY.match(text.strip())
+    if match and not is_placeholder(match["email"]):
+        return match["name"], match["email"]
     shown, fix = (f"--author {text!r}", "pass --author 'Your Name <you@example.com>'")
     if given_as != "--author":
         shown = f"{given_as}={text!r}"
         fix = f"set {given_as} to 'Your Name <you@example.com>', or unset it to keep the commits' own authors"
-    match = _IDENTITY.match(text.strip())
-    if match is None:
-        raise SeriesError(f"{shown} is not an identity of the form 'Name <email>'; {fix}")
-    if is_placeholder(match.group("email")):
-        raise SeriesError(f"{shown} has an @invalid placeholder address; {fix}")
-    return match.group("name"), match.group("email")
+    why = "has an @invalid placeholder address" if match else "is not an identity of the form 'Name <email>'"
+    raise SeriesError(f"{shown} {why}; {fix}")
 
 
 def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
@@ -355,14 +324,9 @@ class DriftReport:
 
 
 def drift_report(
-    base_repo: Path,
-    patches: list[Patch],
-    patches_dir: Path,
-    scratch: Path,
-    lacks: tuple[str, ...] = (),
-    base: str = BASE_REF,
-    reexport: str = tool_command("export"),
-) -> DriftReport:
+    base_repo: Path, patches: list[Patch], patches_dir: Path, scratch: Path, lacks: tuple[str, ...] = (),
+    base: str = BASE_REF, reexport: str = tool_command("export"),
+) -> DriftReport:  # fmt: skip
     """Apply the patches to a clone of the base in the run's folder ``scratch`` with no whitespace error, export them
     again, and list every difference, then the command that writes the series again (``reexport``) after keeping a
     copy of each file export would not replace (:func:`unkept`); hunks for files the base lacks (``lacks``) are left
@@ -375,26 +339,22 @@ def drift_report(
         git("checkout", "--quiet", "-b", "drift-check", cwd=tree)
         applied: list[Patch] = []
         for patch in patches:
-            left_out = [p for p in patch.touched_existing if p.startswith(lacks) and not has_path(tree, p)]
+            left_out = [p for p in patch.touched_existing if p.startswith(lacks) and not (tree / p).exists()]
             if left_out:
                 report.unchecked[patch.name] = left_out
             if len(left_out) == len(patch.changes):
                 continue
-            excludes = [f"--exclude={path}" for path in left_out]
-            source = patch.path
+            excludes, source = [f"--exclude={path}" for path in left_out], patch.path
             if has_crlf(patch.path):  # `git am` strips the CRs, `git apply` does not: check the rest on LF
                 report.problems.append(crlf_problem(patch.path))
-                source = tree.parent / patch.name
-                source.write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
+                (source := tree.parent / patch.name).write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
             # cr-at-eol: a file's own CRLF line endings are no whitespace error
             check = git("-c", "core.whitespace=cr-at-eol", "apply", "--check", "--whitespace=error", *excludes, source,
                         cwd=tree, check=False)  # fmt: skip
             if check.returncode != 0:
-                reason = (check.stderr.strip().splitlines() or ["does not apply"])[-1]
-                report.problems.append(f"{patch.name}: {reason}")
+                report.problems.append(f"{patch.name}: {(check.stderr.strip().splitlines() or ['does not apply'])[-1]}")
                 return report
-            git("am", "--quiet", "--committer-date-is-author-date", *keep_cr(source), *excludes, source, cwd=tree,
-                env=TOOL_IDENTITY)  # fmt: skip
+            git("am", "--quiet", "--keep-cr", *excludes, source, cwd=tree, env=TOOL_IDENTITY)  # LF now: its own CRs
             applied.append(patch)
         export_series(tree, tree.parent / "exported", branch="drift-check", base=base_commit)
         report.problems += _differences(patches, applied, patches_dir, tree.parent / "exported", report.unchecked)

@@ -1,8 +1,6 @@
-"""Upstream checkout mode's gates: Lightning's own tests, mypy, Sphinx and pre-commit hooks on the base and the series.
-
-Each runs in a throwaway clone of the tree (fixers never touch it); only what the base does not have fails, counted (a
-second copy of a problem the base has once is new), and a check that fails naming no file (a crash) fails regardless.
-"""
+"""Upstream checkout mode's gates: Lightning's own tests, mypy, Sphinx and pre-commit hooks on the base and the series,
+in a worktree in the run's scratch folder (fixers never touch the tree); only what the base does not have fails, counted
+(a second copy of a problem the base has once is new), and a check that fails naming no file (a crash) fails anyway."""
 
 from __future__ import annotations
 
@@ -62,6 +60,7 @@ _LOCATION = re.compile(r"^(?P<path>[^:\s]+):\d+(?::\d+)?:?\s*")
 _NUMBERED = re.compile(r"\b(line|lines|column|col|char)\s+\d+", re.IGNORECASE)
 _CRASH = "exit status "  # how a failure that names no file is reported
 Findings = dict[str, tuple[int, Counter[str]]]  # per check: how many files it saw, what it found
+Check = Callable[[Path, list[str]], Findings]  # a check on a tree's files
 
 
 @dataclass
@@ -95,11 +94,8 @@ def changed_pages(tree: Path) -> list[str]:
     return [path for path in changed_files(tree) if path.startswith("docs/") and path.endswith(".rst")]
 
 
-def before_after(
-    ws: Workspace, tree: Path, paths: list[str], check: Callable[[Path, list[str]], Findings]
-) -> list[Comparison]:
-    """``check`` on the base's ``paths``, then on the series' (what a check wrote on the base is thrown away), in a
-    worktree of ``tree`` in the run's scratch folder."""
+def before_after(ws: Workspace, tree: Path, paths: list[str], check: Check) -> list[Comparison]:
+    """``check`` on the base's ``paths``, then on the series' (what a check wrote on the base is thrown away)."""
     root = base_worktree(ws, tree, "gates")
     before = check(root, [path for path in paths if (root / path).is_file()])
     git("checkout", "--quiet", "--force", "--detach", out("rev-parse", "HEAD", cwd=tree), cwd=root)
