@@ -16,6 +16,7 @@ from conftest import (
     TOOL,
     Synthetic,
     between,
+    change_patches,
     cli,
     commit,
     files_of,
@@ -33,7 +34,8 @@ CORE = "src/fakelib/core.py"
 
 
 def _drift(synthetic):
-    return drift_report(synthetic.tree, read_series(synthetic.ws.series_file), synthetic.ws.patches).problems
+    ws = synthetic.ws
+    return drift_report(synthetic.tree, read_series(ws.series_file), ws.patches, ws.scratch).problems
 
 
 def test_committed_series_equals_a_fresh_export(synthetic):
@@ -130,7 +132,8 @@ def upstream_series(synthetic, upstream_clone):
 
 
 def _report(synthetic, base_repo, lacks=LACKS):
-    return drift_report(base_repo, read_series(synthetic.ws.series_file), synthetic.ws.patches, lacks=lacks)
+    ws = synthetic.ws
+    return drift_report(base_repo, read_series(ws.series_file), ws.patches, ws.scratch, lacks=lacks)
 
 
 def test_check_on_the_sdist_leaves_out_hunks_for_files_it_lacks_and_checks_the_rest(synthetic, upstream_series):
@@ -153,10 +156,10 @@ def test_dropping_hunks_suggests_an_edit_tree_of_an_upstream_base(synthetic, ups
     """The remedy names `edit --git` (not the tool's tree, `apply --git`), with the run's options."""
     patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
     git(synthetic.tree, "am", "-q", f"--exclude={DOCS}", str(patch))
-    edit = "python -m patchseries edit --git --workdir W"
+    edit = "python -m patchseries edit --workdir W"
 
-    with pytest.raises(SeriesError, match=f"an upstream base \\({edit}, or --checkout PATH instead of --git\\)"):
-        export_series(synthetic.tree, synthetic.ws.patches, branch="series", lacks=LACKS, upstream_edit=edit)
+    with pytest.raises(SeriesError, match=f"an upstream base \\({edit} --git, or --checkout PATH instead of --git\\)"):
+        export_series(synthetic.tree, synthetic.ws.patches, branch="series", lacks=LACKS, edit=edit)
 
 
 def test_check_on_an_upstream_tree_checks_every_hunk(synthetic, upstream_series):
@@ -408,7 +411,8 @@ def test_a_crlf_series_file_is_drift(synthetic):
     assert read_series(synthetic.ws.series_file)  # still readable
     assert _drift(synthetic) == [
         f"series file has CRLF line endings, which export does not write; convert it back with `perl -pi -e "
-        f"'s/\\r$//' {synthetic.ws.series_file}`, or re-export it from your edit tree with `{TOOL} export`"
+        f"'s/\\r$//' {synthetic.ws.series_file}`",
+        f"to write the series again (a copy of each file changed by hand kept): `{TOOL} export`",
     ]
 
 
@@ -421,8 +425,9 @@ def test_a_crlf_patch_is_named_as_crlf_and_the_rest_is_still_checked(synthetic):
 
     assert problems == [
         f"{first.name} has CRLF line endings, which export does not write; convert it back with `perl -pi -e "
-        f"'s/\\r$//' {first}`, or re-export it from your edit tree with `{TOOL} export`",
-        f"{second.name} differs from a fresh export; keep a copy and re-export it with `cp {second} {second}.mine && "
+        f"'s/\\r$//' {first}`",
+        f"{second.name} differs from a fresh export",
+        f"to write the series again (a copy of each file changed by hand kept): `cp {second} {second}.mine && "
         f"{TOOL} export`",
     ]
 
@@ -511,8 +516,8 @@ def test_checks_remedy_runs_as_printed_where_no_edit_tree_exists_yet(synthetic, 
 
     assert checked.returncode == 1, checked.stdout + checked.stderr
     drift = [line for line in checked.stdout.splitlines() if line.startswith("drift:")]
-    assert len(drift) == 1, checked.stdout
-    remedy = drift[0].split("`")[1]
+    assert len(drift) == 2, checked.stdout  # the patch, and the command that writes the series again
+    remedy = drift[1].split("`")[1]
     assert f"{TOOL} edit --git" in remedy
     rerun = subprocess.run(remedy, shell=True, capture_output=True, text=True, check=False)
     assert rerun.returncode == 0, f"{remedy}\n{rerun.stdout}{rerun.stderr}"
@@ -835,8 +840,8 @@ def test_checks_drift_remedies_run_as_written_with_the_runs_options(synthetic, t
 
     assert checked.returncode == 1, checked.stdout + checked.stderr
     drift = [line for line in checked.stdout.splitlines() if line.startswith("drift:")]
-    assert len(drift) == 1, checked.stdout
-    convert, reexport = drift[0].split("`")[1::2]
+    assert len(drift) == 2, checked.stdout
+    convert, reexport = (line.split("`")[1] for line in drift)
     assert str(target) in convert, convert
     # its own series and work directory (run without them, it would act on the project's patches/)
     assert f"--patches {synthetic.ws.patches}" in reexport, reexport
@@ -848,3 +853,59 @@ def test_checks_drift_remedies_run_as_written_with_the_runs_options(synthetic, t
     again = synthetic.run("check")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "ok: 2 patches equal a fresh export" in again.stdout
+
+
+def _hand_edit(patches: Path, change: str) -> list[Path]:
+    """What a person changes by hand in patches/: the files changed."""
+    first, second = sorted(patches.glob("*.patch"))
+    if change == "the series file":
+        (patches / "series").write_text((patches / "series").read_text() + "# my note\n")
+        return [patches / "series"]
+    if change == "a subject line":
+        change_patches(patches)
+        return [second]
+    first.write_text(first.read_text().replace("+    return 42", "+    return 43"))
+    second.write_text(second.read_text().replace("+- Fixed the answer", "+- Fixed the answer!"))
+    return [first, second]
+
+
+@pytest.mark.parametrize("change", ["the series file", "two patches", "a subject line"])
+def test_checks_one_remedy_fixes_all_it_found_as_printed_and_keeps_the_hand_edits(synthetic, change):
+    changed = _hand_edit(synthetic.ws.patches, change)
+    edits = {path: path.read_bytes() for path in changed}
+
+    checked = synthetic.run("check")
+
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    *found, fix = [line for line in checked.stdout.splitlines() if line.startswith("drift:")]
+    assert found, checked.stdout
+    remedy = shell(fix.split("`")[1])
+    assert remedy.returncode == 0, f"{fix}\n{remedy.stderr}"
+    assert {path: path.with_name(f"{path.name}.mine").read_bytes() for path in changed} == edits
+    again = synthetic.run("check")
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_export_from_a_tree_older_than_the_committed_series_says_what_it_removed_and_how_to_restore_it(synthetic):
+    patches, tree = synthetic.ws.patches, synthetic.tree
+    commit(tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    assert synthetic.run("export").returncode == 0
+    _in_git(patches)  # the series as committed: three patches
+    current = git(tree, "rev-parse", "series")
+    git(tree, "reset", "-q", "--hard", "series~1")  # a tree made before the third patch was committed
+    commit(tree, {CORE: "def answer():\n    return 43\n"}, "My change")
+
+    exported = synthetic.run("export")
+
+    assert exported.returncode == 0, exported.stderr
+    (note,) = [line for line in exported.stdout.splitlines() if line.startswith("note:")]
+    assert note.startswith(f"note: removed 0003-Bump-the-version.patch, committed in {patches} but not on series")
+    restored = shell(note.split("`")[1])
+    assert restored.returncode == 0, restored.stderr
+    assert git(patches, "diff", "--stat", "HEAD", "--", "series", "*.patch") == ""  # the series as committed
+    assert synthetic.run("check").returncode == 0
+    git(tree, "reset", "-q", "--hard", current)
+    git(tree, "commit", "-q", "--amend", "-m", "Bump the version, reworded")
+    reworded = synthetic.run("export")  # removes the committed 0003, whose change the branch has
+    assert reworded.returncode == 0, reworded.stderr
+    assert "note:" not in reworded.stdout

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import INTERRUPTED, TOOL, cli, commit, git, one_error, run_signalled
+from conftest import TOOL, cli, commit, git, one_error
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report
 from patchseries.forward import add_entry, changelog_entries, check_onto, forward_message, forward_series
+from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.pin import load_pin
 from patchseries.series import read_series
 
@@ -79,12 +80,12 @@ def test_forward_carries_what_upstream_lacks_with_entries_under_their_heading(sy
     assert "From: Test Author <author@example.com>" in version_patch  # the commits' own author by default
 
 
-def test_forward_series_passes_its_drift_check_on_the_pinned_commit(synthetic, master):
+def test_forward_series_passes_its_drift_check_on_the_pinned_commit(synthetic, master, tmp_path):
     assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
     forward_dir = synthetic.ws.patches / "master"
     head = git(master, "rev-parse", "HEAD")
 
-    report = drift_report(master, read_series(forward_dir / "series"), forward_dir, base=head)
+    report = drift_report(master, read_series(forward_dir / "series"), forward_dir, tmp_path, base=head)
 
     assert report.problems == []
     check = synthetic.run("check", "--checkout", str(master))
@@ -103,7 +104,7 @@ def test_forward_series_with_relative_paths_from_another_directory_writes_the_fo
 
     results = forward_series(
         Path("..", master.name), load_pin(patches / "base.toml"), release_patches,
-        load_pin(patches / "master/base.toml"), patches / "master",
+        load_pin(patches / "master/base.toml"), patches / "master", tmp_path / "scratch",
     )  # fmt: skip
 
     assert [r.status for r in results] == ["already upstream", "forwarded", "forwarded"]
@@ -340,15 +341,33 @@ def test_forward_refuses_a_merge_in_progress_in_the_checkout(synthetic, master):
     assert not (synthetic.ws.patches / "master" / "series").exists()
 
 
-def test_sigterm_while_forwarding_leaves_no_scratch_clone(synthetic, master, tmp_path):
-    """A SIGTERM during ``forward`` leaves no scratch clone in the system's temporary folder."""
-    proc = run_signalled(synthetic, tmp_path, "forward-scratch", "forward", "--checkout", str(master), "--workdir",
-                         str(synthetic.ws.workdir))  # fmt: skip
+@pytest.mark.parametrize(
+    ("command", "killed_at"),
+    [
+        (("check",), "export-staged"),
+        (("check", "--checkout", "{master}"), "export-staged"),
+        (("check", "--onto", "master", "--checkout", "{master}"), None),
+        (("forward", "--checkout", "{master}"), "forward-scratch"),
+    ],
+)
+def test_a_killed_or_finished_run_makes_its_clones_in_the_work_directory_only(synthetic, master, command, killed_at):
+    """Nothing in the system's temporary folder; a killed run's clone stays in the scratch folder for the next run."""
+    system_tmp, scratch = synthetic.ws.workdir.parent / "system-tmp", synthetic.ws.scratch
+    system_tmp.mkdir()
+    args = [*(arg.format(master=master) for arg in command), "--patches", str(synthetic.ws.patches)]
+    env = {**os.environ, "TMPDIR": str(system_tmp)}
+    if killed_at:
+        killed = cli(*args, "--workdir", str(synthetic.ws.workdir), env={**env, SIGNAL_AT_ENV: f"{killed_at}:SIGKILL"})
+        assert killed.returncode == -9, killed.stderr
+        assert list(system_tmp.iterdir()) == []
+        assert list(scratch.iterdir()) != []
+        assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]
 
-    assert proc.returncode == 130, proc.stderr
-    assert proc.stderr.splitlines() == [INTERRUPTED]
-    assert list((tmp_path / "system-tmp").iterdir()) == []
-    assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]
+    finished = cli(*args, "--workdir", str(synthetic.ws.workdir), env=env)
+
+    assert "error:" not in finished.stderr, finished.stderr
+    assert list(system_tmp.iterdir()) == []
+    assert not scratch.exists() or list(scratch.iterdir()) == []
 
 
 def test_check_says_when_the_forward_series_is_not_what_forward_writes_from_the_release_series(synthetic, master):
@@ -385,7 +404,7 @@ def test_each_patch_is_placed_against_an_upstream_ref(synthetic):
                   "def test_answer():\n    assert answer() == 42\n"}, "Merged upstream as #1")  # fmt: skip
     commit(tree, {"src/fakelib/CHANGELOG.md": "# Changelog\n\n## [unreleased]\n\n### Fixed\n\n- Something else\n"}, "x")
 
-    standings = check_onto(tree, "master", "base", read_series(synthetic.ws.series_file))
+    standings = check_onto(tree, "master", "base", read_series(synthetic.ws.series_file), synthetic.ws.scratch)
 
     assert [(s.status, s.detail) for s in standings] == [
         ("already upstream", f"same patch id as {git(tree, 'rev-parse', 'master~1')[:12]}"),
@@ -397,7 +416,9 @@ def test_each_patch_is_placed_against_an_upstream_ref(synthetic):
 def test_patch_that_applies_is_reported_clean(synthetic):
     git(synthetic.tree, "branch", "master", "base")
 
-    standings = check_onto(synthetic.tree, "master", "base", read_series(synthetic.ws.series_file))
+    standings = check_onto(
+        synthetic.tree, "master", "base", read_series(synthetic.ws.series_file), synthetic.ws.scratch
+    )
 
     assert [s.status for s in standings] == ["applies cleanly", "applies cleanly"]
 

@@ -34,9 +34,9 @@ def base_repo() -> Path:
     return tool_tree(WS, pin, read_series(WS.series_file), resolve_source(WS, pin, None, False, False), quiet)[0].path
 
 
-def test_patches_equal_a_fresh_export_and_have_no_whitespace_errors(base_repo):
+def test_patches_equal_a_fresh_export_and_have_no_whitespace_errors(base_repo, tmp_path):
     lacks = load_pin(WS.pin_file).sdist_lacks
-    assert drift_report(base_repo, read_series(WS.series_file), WS.patches, lacks=lacks).problems == []
+    assert drift_report(base_repo, read_series(WS.series_file), WS.patches, tmp_path, lacks=lacks).problems == []
 
 
 def test_git_am_applies_the_series_to_the_sdist_base_less_the_files_it_lacks(base_repo, tmp_path):

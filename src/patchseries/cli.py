@@ -138,7 +138,7 @@ def _workspace(args: argparse.Namespace) -> Workspace:
 
 def _lock(args: argparse.Namespace, ws: Workspace, held: ExitStack) -> None:
     # the work directory's lock, and the lock of the series folder `export` or `forward` rewrites (for every workdir)
-    if args.command != "status" and not getattr(args, "onto", None):
+    if args.command != "status":
         given_as = WORKDIR_ENV if args.workdir is None and os.environ.get(WORKDIR_ENV) else "--workdir"
         held.enter_context(workdir_lock(ws.workdir, f"patchseries {args.command}", given_as))
     written = {"export": ws.patches, "forward": getattr(args, "to", None) or ws.patches / FORWARD_DIR}.get(args.command)
@@ -199,8 +199,7 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     refuse_another_base(tree, pin, ws)
     names = export_series(
         tree, ws.patches, branch=args.branch, lacks=pin.sdist_lacks, drop_lacking=args.drop_missing,
-        author=args.author, refuse_placeholder_authors=True, upstream_edit=ws.command("edit", "--git"),
-        edit=ws.command("edit"),
+        author=args.author, refuse_placeholder_authors=True, edit=ws.command("edit"), log=print,
     )  # fmt: skip
     print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
     unlisted = sorted(path.name for path in ws.patches.glob("*.patch") if path.name not in names)
@@ -215,7 +214,7 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
 
     pin, patches, checkout = load_pin(ws.pin_file), read_series(ws.series_file), args.checkout
     if args.onto:
-        return int(_print_table(check_onto(checkout, args.onto, pin.where, patches)))
+        return int(_print_table(check_onto(checkout, args.onto, pin.where, patches, ws.scratch)))
     status = _drift(ws, checkout, ws.patches, pin, patches)
     forward_dir = ws.patches / FORWARD_DIR
     if (forward_dir / "series").is_file():  # a release series with its forward series: check both
@@ -233,7 +232,8 @@ def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch]
     from patchseries.series import listed_names, without_author
 
     (fresh := ws.scratch / FORWARD_DIR).mkdir(parents=True)
-    conflicts = [r.patch for r in forward_series(checkout, pin, patches, target, fresh) if r.status == "conflicts"]
+    results = forward_series(checkout, pin, patches, target, fresh, ws.scratch)
+    conflicts = [r.patch for r in results if r.status == "conflicts"]
     names = dict.fromkeys(["series", *listed_names(folder / "series"), *listed_names(fresh / "series")])
     differ = [n for n in names if not all((d / n).is_file() for d in (folder, fresh))
               or without_author((folder / n).read_bytes()) != without_author((fresh / n).read_bytes())]  # fmt: skip
@@ -254,13 +254,13 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
     reexport = _reexport(ws, checkout, patches_dir, pin, patches)
     if checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
         base = pin.commit or f"refs/tags/{pin.tag}"
-        report = drift_report(checkout, patches, patches_dir, base=base, reexport=reexport)
+        report = drift_report(checkout, patches, patches_dir, ws.scratch, base=base, reexport=reexport)
     elif patches_dir != ws.patches or not pin.has_sdist:
         print(f"not checked: {len(patches)} patches pinned to upstream commit {pin.where[:12]}; pass --checkout PATH")
         return 0
     else:
         sdist = tool_tree(ws, pin, patches, get_source(ws, pin, BaseChoice()), make_log())[0].path
-        report = drift_report(sdist, patches, patches_dir, lacks=pin.sdist_lacks, reexport=reexport)
+        report = drift_report(sdist, patches, patches_dir, ws.scratch, pin.sdist_lacks, reexport=reexport)
     if report.problems:
         print("\n".join(f"drift: {problem}" for problem in report.problems))
         return 1
@@ -305,7 +305,9 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
     target, check = load_pin(target_dir / "base.toml"), ws.command("check", "--checkout", args.checkout)
     if not target.commit:
         raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')
-    results = forward_series(args.checkout, release_pin, release_patches, target, target_dir, args.author, check)
+    results = forward_series(
+        args.checkout, release_pin, release_patches, target, target_dir, ws.scratch, args.author, check
+    )
     if _print_table(results):
         print(f"error: conflicts; {target_dir} was left as it was", file=sys.stderr)
         return 1

@@ -7,21 +7,23 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, has_path, out, uncommitted_files, worktrees
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out, patch_id_of_file, uncommitted_files, worktrees
 from patchseries.interrupts import stage
 from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
+from patchseries.progress import Log, quiet
 from patchseries.series import (
     Patch,
     crlf_problem,
     dropped_hunks,
     file_sections,
     has_crlf,
-    keep_cr,
     listed_names,
     read_series,
     section_path,
@@ -55,21 +57,14 @@ SCRATCH_PREFIX = ".patchseries-export-"  # the fresh folder in the series folder
 
 
 def export_series(
-    repo: Path,
-    patches_dir: Path,
-    branch: str,
-    base: str = BASE_REF,
-    lacks: tuple[str, ...] = (),
-    drop_lacking: bool = False,
-    author: str | None = None,
-    refuse_placeholder_authors: bool = False,
-    upstream_edit: str = tool_command("edit", "--git"),
-    replace_unexported: bool = False,
-    edit: str = tool_command("edit"),
-) -> list[str]:
+    repo: Path, patches_dir: Path, branch: str, base: str = BASE_REF, lacks: tuple[str, ...] = (),
+    drop_lacking: bool = False, author: str | None = None, refuse_placeholder_authors: bool = False,
+    replace_unexported: bool = False, edit: str = tool_command("edit"), log: Log = quiet,
+) -> list[str]:  # fmt: skip
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files and ``series`` into ``patches_dir``, made in a
     fresh folder and renamed in last. What it replaces must be kept elsewhere unless ``replace_unexported``; hunks
-    for files the base lacks (``lacks``) are dropped only with ``drop_lacking``."""
+    for files the base lacks (``lacks``) are dropped only with ``drop_lacking``; ``log`` gets a note when it removes a
+    committed patch whose change the branch lacks."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
     label, branch = branch, branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
@@ -119,16 +114,24 @@ def export_series(
             raise SeriesError(
                 f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the sdist ships no "
                 f"docs/ or upstream tests/), so applying left those hunks out. Make the change in a tree of an "
-                f"upstream base ({upstream_edit}, or --checkout PATH instead of --git) and export from there, or pass "
+                f"upstream base ({edit} --git, or --checkout PATH instead of --git) and export from there, or pass "
                 "--drop-missing to drop them"
             )
         (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
         written = [*names, "series"]
         (staging / RECORD).write_text("".join(f"{_blob((staging / n).read_bytes())} {n}\n" for n in written))
         removed = [name for name in listed_names(patches_dir / "series") if name not in written]
-        if not replace_unexported:
-            _refuse_losing(patches_dir, staging, written, removed)
+        if not replace_unexported and (lost := unkept(patches_dir, [*removed, *written], staging / RECORD)):
+            _refuse_losing(patches_dir, lost)
+        in_git = _committed(patches_dir)
+        gone = [name for name in removed if name in in_git and (patches_dir / name).is_file()]
+        ids = {patch_id_of_file(staging / name) for name in names} if gone else set()
+        lacking = [name for name in gone if patch_id_of_file(patches_dir / name) not in ids]
         _switch(patches_dir, staging, [*written, RECORD], removed)
+    if lacking:
+        restore = shell("git", "-C", patches_dir, "checkout", "HEAD", "--", *sorted({*written, *removed} & {*in_git}))
+        log(f"note: removed {', '.join(lacking)}, committed in {patches_dir} but not on {label} (a tree older than "
+            f"the series?); `{restore}` puts the series back as committed")  # fmt: skip
     return names
 
 
@@ -136,46 +139,46 @@ def _blob(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
-def _refuse_losing(folder: Path, staging: Path, written: list[str], removed: list[str]) -> None:
-    """Refuse to replace a file whose bytes (line endings aside) git, the last export's record or another file of
-    ``folder`` (``cp F F.mine``) does not hold."""
-    at_stake = [*removed, *written]
-    committed = git("-C", folder, "ls-tree", "-z", "HEAD", ".", check=False).stdout.split("\0")
-    held = {entry.split("\t", 1)[1]: {entry.split()[2]} for entry in committed if "\t" in entry}
-    record = (folder / RECORD).read_text(errors=ENCODING_ERRORS) if (folder / RECORD).is_file() else ""
-    for blob, _, name in (line.partition(" ") for line in record.splitlines()):
-        held.setdefault(name, set()).add(blob)
-    # a copy beside it holds a person's bytes; a link to the file at stake holds nothing of its own
-    others = [p for p in folder.iterdir() if p.name not in at_stake and p.is_file() and not p.is_symlink()]
+def _committed(folder: Path) -> dict[str, str]:
+    """The blob id of each file of ``folder`` that git holds at HEAD (none if ``folder`` is in no git repository)."""
+    entries = git("-C", folder, "ls-tree", "-z", "HEAD", ".", check=False).stdout.split("\0")
+    return {entry.split("\t", 1)[1]: entry.split()[2] for entry in entries if "\t" in entry}
+
+
+def unkept(folder: Path, names: list[str], *records: Path) -> list[str]:
+    """The files ``names`` of ``folder`` whose bytes (line endings aside) neither git (at HEAD), a record (the last
+    export's, ``records``) nor another file of ``folder`` (``cp F F.mine``; a link holds nothing of its own) holds."""
+    held = set(_committed(folder).items())
+    for record in (folder / RECORD, *records):
+        lines = record.read_text(errors=ENCODING_ERRORS).splitlines() if record.is_file() else []
+        held |= {(name, blob) for blob, _, name in (line.partition(" ") for line in lines)}
+    others = [p for p in folder.iterdir() if p.name not in names and p.is_file() and not p.is_symlink()]
     kept = {_blob(p.read_bytes()) for p in others}
-    lost = []
-    for name in at_stake:
-        if not (folder / name).is_file():
-            continue
+
+    def holds(name: str) -> bool:  # its bytes, or as they were before a conversion to CRLF
         data = (folder / name).read_bytes()
-        new = (staging / name).read_bytes() if name in written else None
-        forms = {data, data.replace(b"\r\n", b"\n")}  # converted to CRLF: nothing else changed
-        if new not in forms and not {_blob(form) for form in forms} & (held.get(name, set()) | kept):
-            lost.append(name)
-    if lost:
-        top = git("-C", folder, "rev-parse", "--show-toplevel", check=False).stdout.strip()
-        commit_them = [("add", "-A", "."), ("commit", "-q", "-m", "My series changes", "--", ".")]
-        steps = [*([] if top else [("init", "-q")]), *commit_them]
-        commit = " && ".join(shell("git", "-C", folder, *step) for step in steps)
-        more = f" (and {len(lost) - 1} more: {', '.join(lost[1:4])})" if len(lost) > 1 else ""
-        raise SeriesError(
-            f"export would overwrite or remove {folder / lost[0]}{more}, changes of yours that git does not hold (a "
-            f"patch of yours, a hand edit?); commit them (`{commit}`) and export again; nothing was written"
-        )
+        return any(b in kept or (name, b) in held for b in (_blob(data), _blob(data.replace(b"\r\n", b"\n"))))
+
+    return [name for name in names if (folder / name).is_file() and not holds(name)]
+
+
+def _refuse_losing(folder: Path, lost: list[str]) -> None:
+    """Refuse to replace or remove files of a person's (:func:`unkept`); the remedy commits them."""
+    init = [] if git("-C", folder, "rev-parse", check=False).returncode == 0 else [("init", "-q")]
+    steps = [*init, ("add", "-A", "."), ("commit", "-q", "-m", "My series changes", "--", ".")]
+    commit = " && ".join(shell("git", "-C", folder, *step) for step in steps)
+    more = f" (and {len(lost) - 1} more: {', '.join(lost[1:4])})" if len(lost) > 1 else ""
+    raise SeriesError(
+        f"export would overwrite or remove {folder / lost[0]}{more}, changes of yours that git does not hold (a "
+        f"patch of yours, a hand edit?); commit them (`{commit}`) and export again; nothing was written"
+    )
 
 
 def _switch(folder: Path, staging: Path, written: list[str], removed: list[str]) -> None:
     """Rename ``written`` in, then remove ``removed``; an interrupt puts back what was there (hard links in staging)."""
-    old = staging / "old"
-    old.mkdir()
-    for name in [*written, *removed]:
-        if (folder / name).is_file():
-            os.link(folder / name, old / name)
+    (old := staging / "old").mkdir()
+    for name in (name for name in [*written, *removed] if (folder / name).is_file()):
+        os.link(folder / name, old / name)
     try:
         for name in written:
             os.replace(staging / name, folder / name)
@@ -194,16 +197,15 @@ def _switch(folder: Path, staging: Path, written: list[str], removed: list[str])
 
 def parse_identity(text: str, given_as: str = "--author") -> tuple[str, str]:
     """``Name <email>`` -> ``(name, email)``; a refusal names where ``text`` came from (``given_as``)."""
+    match = _IDENTITY.match(text.strip())
+    if match and not is_placeholder(match["email"]):
+        return match["name"], match["email"]
     shown, fix = (f"--author {text!r}", "pass --author 'Your Name <you@example.com>'")
     if given_as != "--author":
         shown = f"{given_as}={text!r}"
         fix = f"set {given_as} to 'Your Name <you@example.com>', or unset it to keep the commits' own authors"
-    match = _IDENTITY.match(text.strip())
-    if match is None:
-        raise SeriesError(f"{shown} is not an identity of the form 'Name <email>'; {fix}")
-    if is_placeholder(match.group("email")):
-        raise SeriesError(f"{shown} has an @invalid placeholder address; {fix}")
-    return match.group("name"), match.group("email")
+    why = "has an @invalid placeholder address" if match else "is not an identity of the form 'Name <email>'"
+    raise SeriesError(f"{shown} {why}; {fix}")
 
 
 def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
@@ -287,6 +289,17 @@ def _commit(repo: Path, revision: str) -> str:
     return found.stdout.strip()
 
 
+@contextmanager
+def scratch_clone(repo: Path, commit: str, scratch: Path) -> Iterator[Path]:
+    """A clone of ``repo`` (objects shared) at ``commit``, in a fresh folder of the run's scratch folder ``scratch``
+    (which the work directory's lock empties after a killed run)."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+        git("clone", "--quiet", "--shared", "--no-checkout", repo, tree := Path(tmp) / "tree")
+        git("checkout", "--quiet", "--detach", commit, cwd=tree)
+        yield tree
+
+
 def _authored(repo: Path, base: str, branch: str, author: str, scratch: Path) -> tuple[Path, str]:
     """A scratch clone holding ``base..branch`` re-committed with ``author``, and the range of those commits."""
     name, email = parse_identity(author)
@@ -311,58 +324,50 @@ class DriftReport:
 
 
 def drift_report(
-    base_repo: Path,
-    patches: list[Patch],
-    patches_dir: Path,
-    lacks: tuple[str, ...] = (),
-    base: str = BASE_REF,
-    reexport: str = tool_command("export"),
-) -> DriftReport:
-    """Apply the patches to a scratch clone of the base with no whitespace error, export them again, and list every
-    difference; hunks for files the base lacks (``lacks``) are left out, as applying leaves them out, and reported as
-    unchecked. ``reexport``: the command that writes the series again, as each problem names it."""
+    base_repo: Path, patches: list[Patch], patches_dir: Path, scratch: Path, lacks: tuple[str, ...] = (),
+    base: str = BASE_REF, reexport: str = tool_command("export"),
+) -> DriftReport:  # fmt: skip
+    """Apply the patches to a clone of the base in the run's folder ``scratch`` with no whitespace error, export them
+    again, and list every difference, then the command that writes the series again (``reexport``) after keeping a
+    copy of each file export would not replace (:func:`unkept`); hunks for files the base lacks (``lacks``) are left
+    out, as applying leaves them out, and reported as unchecked."""
     base_commit = _commit(base_repo, base)
     if not base_commit:
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it (git fetch --tags)")
     report = DriftReport()
-    with tempfile.TemporaryDirectory(prefix="patchseries-drift-") as tmp:
-        scratch = Path(tmp) / "tree"
-        git("clone", "--quiet", "--shared", "--no-checkout", base_repo, scratch)
-        git("branch", "--quiet", "drift-base", base_commit, cwd=scratch)
-        git("checkout", "--quiet", "-b", "drift-check", base_commit, cwd=scratch)
+    with scratch_clone(base_repo, base_commit, scratch) as tree:
+        git("checkout", "--quiet", "-b", "drift-check", cwd=tree)
         applied: list[Patch] = []
         for patch in patches:
-            left_out = [p for p in patch.touched_existing if p.startswith(lacks) and not has_path(scratch, p)]
+            left_out = [p for p in patch.touched_existing if p.startswith(lacks) and not (tree / p).exists()]
             if left_out:
                 report.unchecked[patch.name] = left_out
             if len(left_out) == len(patch.changes):
                 continue
-            excludes = [f"--exclude={path}" for path in left_out]
-            source = patch.path
+            excludes, source = [f"--exclude={path}" for path in left_out], patch.path
             if has_crlf(patch.path):  # `git am` strips the CRs, `git apply` does not: check the rest on LF
-                report.problems.append(crlf_problem(patch.path, reexport))
-                source = Path(tmp) / patch.name
-                source.write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
+                report.problems.append(crlf_problem(patch.path))
+                (source := tree.parent / patch.name).write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
             # cr-at-eol: a file's own CRLF line endings are no whitespace error
             check = git("-c", "core.whitespace=cr-at-eol", "apply", "--check", "--whitespace=error", *excludes, source,
-                        cwd=scratch, check=False)  # fmt: skip
+                        cwd=tree, check=False)  # fmt: skip
             if check.returncode != 0:
-                reason = (check.stderr.strip().splitlines() or ["does not apply"])[-1]
-                report.problems.append(f"{patch.name}: {reason}")
+                report.problems.append(f"{patch.name}: {(check.stderr.strip().splitlines() or ['does not apply'])[-1]}")
                 return report
-            git("am", "--quiet", "--committer-date-is-author-date", *keep_cr(source), *excludes, source, cwd=scratch,
-                env=TOOL_IDENTITY)  # fmt: skip
+            git("am", "--quiet", "--keep-cr", *excludes, source, cwd=tree, env=TOOL_IDENTITY)  # LF now: its own CRs
             applied.append(patch)
-        exported = Path(tmp) / "exported"
-        export_series(scratch, exported, branch="drift-check", base="drift-base")
-        report.problems += _differences(patches, applied, patches_dir, exported, report.unchecked, reexport)
+        export_series(tree, tree.parent / "exported", branch="drift-check", base=base_commit)
+        report.problems += _differences(patches, applied, patches_dir, tree.parent / "exported", report.unchecked)
+    if report.problems:
+        mine = unkept(patches_dir, ["series", *(patch.name for patch in patches)])  # export would refuse to replace
+        fix = " && ".join([*(shell("cp", patches_dir / n, kept_path(patches_dir / n)) for n in mine), reexport])
+        report.problems.append(f"to write the series again (a copy of each file changed by hand kept): `{fix}`")
     return report
 
 
 def _differences(
-    patches: list[Patch], applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]],
-    reexport: str,
-) -> list[str]:  # fmt: skip
+    patches: list[Patch], applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]]
+) -> list[str]:
     """Compare the applied patches with a fresh export of them, number aside (a patch that changes only files this
     base lacks was skipped: the fresh numbers moved), then the series file with what export writes for ``patches``."""
     fresh = sorted(exported.glob("*.patch"))
@@ -373,16 +378,13 @@ def _differences(
         left_out = unchecked.get(patch.name, [])
         old, fresh_text = (path.read_text(errors=ENCODING_ERRORS) for path in (patch.path, new))  # CRLF aside
         if _comparable(old, left_out) != _comparable(fresh_text, left_out):
-            keep = shell("cp", patch.path, kept_path(patch.path))  # export replaces a file kept so
-            problems.append(
-                f"{patch.name} differs from a fresh export; keep a copy and re-export it with `{keep} && {reexport}`"
-            )
+            problems.append(f"{patch.name} differs from a fresh export")
     series = (patches_dir / "series").read_bytes().decode()  # as it is: read_text() would turn CRLF into LF
     numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]
     if "\r" in series:
-        problems.append(crlf_problem(patches_dir / "series", reexport, name="series file"))
+        problems.append(crlf_problem(patches_dir / "series", name="series file"))
     elif [p.name[:5] for p in patches] != numbered or series != SERIES_HEADER + "".join(f"{p.name}\n" for p in patches):
-        problems.append(f"series file or patch numbers differ from what export writes; re-export with `{reexport}`")
+        problems.append("series file or patch numbers differ from what export writes")
     return problems
 
 

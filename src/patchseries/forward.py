@@ -5,13 +5,12 @@ trailers dropped, its CHANGELOG entries re-placed under their heading of the tar
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
 from patchseries.errors import SeriesError
-from patchseries.export import export_series
+from patchseries.export import export_series, scratch_clone
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, out, patch_id_of_file, patch_ids
 from patchseries.interrupts import stage
 from patchseries.paths import tool_command
@@ -33,27 +32,27 @@ class Outcome(NamedTuple):  # status: "already upstream", "release only", "forwa
     detail: str = ""
 
 
-def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch]) -> list[Outcome]:
-    """Each patch tried in order on ``ref`` of ``upstream``; ``since`` bounds the search for equal upstream commits."""
+def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch], scratch: Path) -> list[Outcome]:
+    """Each patch tried in order on ``ref`` of ``upstream`` (in a clone under ``scratch``); ``since`` bounds the search
+    for equal upstream commits."""
     onto = _commit(upstream, ref, "the ref")
     ids = dict(patch_ids(upstream, f"{since}..{onto}", paths=_paths(patches), check=False))
-    with tempfile.TemporaryDirectory(prefix="patchseries-onto-") as tmp:
-        repo = _clone(upstream, onto, Path(tmp))
+    with scratch_clone(upstream, onto, scratch) as repo:
         return [_try(repo, patch, ids) for patch in patches]
 
 
 def forward_series(
-    upstream: Path, release: Pin, patches: list[Patch], target: Pin, out_dir: Path, author: str | None = None,
-    check: str = tool_command("check"),
+    upstream: Path, release: Pin, patches: list[Patch], target: Pin, out_dir: Path, scratch: Path,
+    author: str | None = None, check: str = tool_command("check"),
 ) -> list[Outcome]:  # fmt: skip
-    """Write the forward series of ``patches`` onto ``target.commit`` into ``out_dir``, whose other files are kept."""
+    """Write the forward series of ``patches`` onto ``target.commit`` into ``out_dir``, whose other files are kept
+    (made in a clone under ``scratch``)."""
     upstream, out_dir = upstream.resolve(), out_dir.resolve()
     refuse_operation_in_progress(upstream)  # its refs may be anywhere until the operation ends
     patches = [replace(patch, path=patch.path.absolute()) for patch in patches]
     tag = _commit(upstream, f"refs/tags/{release.tag}", "the release's tag")
     onto = _commit(upstream, target.commit, "the pinned commit")
-    with tempfile.TemporaryDirectory(prefix="patchseries-forward-") as tmp:
-        repo = _clone(upstream, tag, Path(tmp))
+    with scratch_clone(upstream, tag, scratch) as repo:
         stage("forward-scratch")
         entries = {patch.name: _entries(repo, patch, release.tag, check) for patch in patches}  # in series order
         git("checkout", "--quiet", "-B", "forward", onto, cwd=repo)
@@ -77,12 +76,6 @@ def _commit(repo: Path, ref: str, what: str) -> str:
 
 def _paths(patches: list[Patch]) -> list[str]:  # an upstream commit that changed other files too still matches
     return sorted({change.path for patch in patches for change in patch.changes})
-
-
-def _clone(upstream: Path, commit: str, tmp: Path) -> Path:
-    git("clone", "--quiet", "--shared", "--no-checkout", upstream, tmp / "tree")
-    git("checkout", "--quiet", "--detach", commit, cwd=tmp / "tree")
-    return tmp / "tree"
 
 
 def _try(repo: Path, patch: Patch, upstream_ids: dict[str, str], *am_options: str) -> Outcome:

@@ -1,8 +1,6 @@
-"""Upstream checkout mode's gates: Lightning's own tests, mypy, Sphinx and pre-commit hooks on the base and the series.
-
-Each runs in a throwaway clone of the tree (fixers never touch it); only what the base does not have fails, counted (a
-second copy of a problem the base has once is new), and a check that fails naming no file (a crash) fails regardless.
-"""
+"""Upstream checkout mode's gates: Lightning's own tests, mypy, Sphinx and pre-commit hooks on the base and the series,
+in a worktree in the run's scratch folder (fixers never touch the tree); only what the base does not have fails, counted
+(a second copy of a problem the base has once is new), and a check that fails naming no file (a crash) fails anyway."""
 
 from __future__ import annotations
 
@@ -13,10 +11,8 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +25,7 @@ from patchseries.gitcmd import git, out
 from patchseries.paths import Workspace
 from patchseries.progress import Log
 from patchseries.runner import Environment, TestOutcome, build_venv, find_uv, is_ready, junit_cases, run_tests
-from patchseries.trees import BASE_REF
+from patchseries.trees import BASE_REF, base_worktree
 
 # What exercises the code the series changes: the LightningModule, its optimizers, loops, strategies, precision, Fabric
 UPSTREAM_MODULES = ("tests/tests_pytorch/core", "tests/tests_pytorch/trainer/optimization", "tests/tests_pytorch/loops",
@@ -64,6 +60,7 @@ _LOCATION = re.compile(r"^(?P<path>[^:\s]+):\d+(?::\d+)?:?\s*")
 _NUMBERED = re.compile(r"\b(line|lines|column|col|char)\s+\d+", re.IGNORECASE)
 _CRASH = "exit status "  # how a failure that names no file is reported
 Findings = dict[str, tuple[int, Counter[str]]]  # per check: how many files it saw, what it found
+Check = Callable[[Path, list[str]], Findings]  # a check on a tree's files
 
 
 @dataclass
@@ -97,22 +94,12 @@ def changed_pages(tree: Path) -> list[str]:
     return [path for path in changed_files(tree) if path.startswith("docs/") and path.endswith(".rst")]
 
 
-@contextmanager
-def base_clone(tree: Path) -> Iterator[Path]:
-    """A throwaway clone of ``tree`` (objects shared) at the base commit."""
-    with tempfile.TemporaryDirectory(prefix="patchseries-gates-") as tmp:
-        root = Path(tmp) / "tree"
-        git("clone", "--quiet", "--shared", "--no-checkout", tree, root)
-        git("checkout", "--quiet", "--detach", out("rev-parse", BASE_REF, cwd=tree), cwd=root)
-        yield root
-
-
-def before_after(tree: Path, paths: list[str], check: Callable[[Path, list[str]], Findings]) -> list[Comparison]:
+def before_after(ws: Workspace, tree: Path, paths: list[str], check: Check) -> list[Comparison]:
     """``check`` on the base's ``paths``, then on the series' (what a check wrote on the base is thrown away)."""
-    with base_clone(tree) as root:
-        before = check(root, [path for path in paths if (root / path).is_file()])
-        git("checkout", "--quiet", "--force", "--detach", out("rev-parse", "HEAD", cwd=tree), cwd=root)
-        after = check(root, paths)
+    root = base_worktree(ws, tree, "gates")
+    before = check(root, [path for path in paths if (root / path).is_file()])
+    git("checkout", "--quiet", "--force", "--detach", out("rev-parse", "HEAD", cwd=tree), cwd=root)
+    after = check(root, paths)
     return [compare(name, checked, found, before[name][1]) for name, (checked, found) in after.items()]
 
 
@@ -170,9 +157,9 @@ def run_upstream_tests(
     failing, failing_before = _failed(after), Counter[str]()
     if rerun := sorted({_module_of(tree, case) for case in failing} - {""}):
         log(f"upstream: {sum(failing.values())} failures; running their {len(rerun)} modules on the base")
-        with base_clone(tree) as base:
-            if rerun := [module for module in rerun if (base / module).is_file()]:  # a new module's are all new
-                failing_before = _failed(run_tests(env, base, rerun, [], reports / "base", args, base / "src"))
+        base = base_worktree(ws, tree, "gates")
+        if rerun := [module for module in rerun if (base / module).is_file()]:  # a new module's are all new
+            failing_before = _failed(run_tests(env, base, rerun, [], reports / "base", args, base / "src"))
     return compare("upstream tests", after.passed + after.failed, failing, failing_before)
 
 
@@ -200,7 +187,7 @@ def run_static_gates(ws: Workspace, env: Environment, tree: Path, log: Log) -> l
     # never install stubs into the job's environment (upstream's config says install_types, non_interactive)
     mypy = [str(env.python), "-m", "mypy", "--follow-imports=silent", "--no-incremental", "--no-install-types",
             "--interactive"]  # fmt: skip
-    return before_after(tree, sources, lambda root, files: {"mypy": (len(files), findings(mypy, root, files))})
+    return before_after(ws, tree, sources, lambda root, files: {"mypy": (len(files), findings(mypy, root, files))})
 
 
 def run_docs_gate(ws: Workspace, env: Environment, tree: Path, log: Log) -> Comparison | None:
@@ -229,7 +216,7 @@ def run_docs_gate(ws: Workspace, env: Environment, tree: Path, log: Log) -> Comp
             found += findings([*sphinx, str(root.parent / "html")], root, own)  # every page read, these written
         return {"docs (sphinx)": (sum(map(len, projects.values())), found)}
 
-    return before_after(tree, pages, check)[0]
+    return before_after(ws, tree, pages, check)[0]
 
 
 @dataclass(frozen=True)
@@ -284,7 +271,7 @@ def run_hooks(ws: Workspace, tree: Path, log: Log) -> list[Comparison]:
             found[hook.label] = (len(selected), findings(command, root, selected))
         return found
 
-    ran = {comparison.name: comparison for comparison in before_after(tree, changed, check)}
+    ran = {comparison.name: comparison for comparison in before_after(ws, tree, changed, check)}
     return [ran.get(hook.label) or Comparison(hook.label, note=f"not run: {hook.not_run}") for hook in hooks]
 
 
