@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOOL, cli, commit, git, one_error
+from conftest import TOOL, between, cli, commit, files_of, git, one_error, shell
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report
 from patchseries.forward import add_entry, changelog_entries, check_onto, forward_message, forward_series
@@ -152,6 +152,24 @@ def test_forward_keeps_the_files_of_the_forward_folder_it_did_not_write(syntheti
 
     assert (forward_dir / "drafts" / "fabric-unwrap-issue.md").read_text() == "# Draft issue\n"
     assert (forward_dir / "NOTES.md").read_text() == "notes\n"
+
+
+def test_forward_keeps_a_hand_edit_and_a_patch_of_the_persons_in_the_forward_folder(synthetic, master):
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+    forward_dir = synthetic.ws.patches / "master"
+    edited = sorted(forward_dir.glob("0001-*.patch"))[0]
+    edited.write_text(edited.read_text() + "# the reviewer asked for this\n")
+    mine = forward_dir / "0009-My-own-idea.patch"
+    mine.write_bytes(edited.read_bytes())
+    (forward_dir / "series").write_text((forward_dir / "series").read_text() + f"{mine.name}\n")
+    before = files_of(forward_dir)
+
+    error = one_error(synthetic.run("forward", "--checkout", str(master)))
+
+    assert edited.name in error
+    assert files_of(forward_dir) == before
+    assert shell(between(error, "git -C ", "`")).returncode == 0  # the remedy as printed: git holds them now
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
 
 
 def test_forward_author_option_and_environment_set_every_from_line(synthetic, master, monkeypatch):

@@ -59,10 +59,10 @@ SCRATCH_PREFIX = ".patchseries-export-"  # the fresh folder in the series folder
 def export_series(
     repo: Path, patches_dir: Path, branch: str, base: str = BASE_REF, lacks: tuple[str, ...] = (),
     drop_lacking: bool = False, author: str | None = None, refuse_placeholder_authors: bool = False,
-    replace_unexported: bool = False, edit: str = tool_command("edit"), log: Log = quiet,
+    edit: str = tool_command("edit"), log: Log = quiet,
 ) -> list[str]:  # fmt: skip
     """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files and ``series`` into ``patches_dir``, made in a
-    fresh folder and renamed in last. What it replaces must be kept elsewhere unless ``replace_unexported``; hunks
+    fresh folder and renamed in last. What it replaces must be kept elsewhere (git, its record); hunks
     for files the base lacks (``lacks``) are dropped only with ``drop_lacking``; ``log`` gets a note when it removes a
     committed patch whose change the branch lacks."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
@@ -121,7 +121,7 @@ def export_series(
         written = [*names, "series"]
         (staging / RECORD).write_text("".join(f"{_blob((staging / n).read_bytes())} {n}\n" for n in written))
         removed = [name for name in listed_names(patches_dir / "series") if name not in written]
-        if not replace_unexported and (lost := unkept(patches_dir, [*removed, *written], staging / RECORD)):
+        if lost := unkept(patches_dir, [*removed, *written], staging / RECORD):
             _refuse_losing(patches_dir, lost)
         in_git = _committed(patches_dir)
         gone = [name for name in removed if name in in_git and (patches_dir / name).is_file()]

@@ -62,8 +62,7 @@ def forward_series(
             return results
         if not any(r.status == "forwarded" for r in results):
             raise SeriesError(f"no patch of the series is left to forward onto {target.commit[:12]}")
-        export_series(repo, out_dir, branch="forward", base=onto, author=author, refuse_placeholder_authors=True,
-                      replace_unexported=True)  # fmt: skip
+        export_series(repo, out_dir, branch="forward", base=onto, author=author, refuse_placeholder_authors=True)
     return results
 
 
