@@ -11,6 +11,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -572,3 +573,70 @@ def test_export_writes_in_a_fresh_folder_and_leaves_a_persons_folders_in_patches
     assert proc.returncode == 0, proc.stderr
     assert files_of(mine) == {"mine.txt": b"mine\n"}
     assert sorted(p.name for p in synthetic.ws.patches.iterdir() if p.is_dir()) == ["export.partial"]
+
+
+def _stopped_at_unpack(*args: str, ws: Workspace) -> subprocess.Popen[str]:
+    """A run stopped (SIGSTOP) while it builds a tree: what a person does meanwhile happens between check and switch."""
+    env = {**os.environ, "PATCHSERIES_SIGNAL_AT": "fetch-unpacked:SIGSTOP"}
+    command = [sys.executable, "-m", "patchseries", *args, "--patches", str(ws.patches), "--workdir", str(ws.workdir)]
+    run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while Path(f"/proc/{run.pid}/stat").read_text().split()[2] != "T":
+        assert run.poll() is None, run.communicate()
+    return run
+
+
+def test_a_commit_made_in_the_tools_tree_while_it_is_rebuilt_is_kept(synthetic):
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    change_patches(synthetic.ws.patches)
+    run = _stopped_at_unpack("fetch", ws=synthetic.ws)
+    _commit(tree)
+    mine = git(tree, "rev-parse", "HEAD")
+    run.send_signal(signal.SIGCONT)
+    _, err = run.communicate()
+
+    assert run.returncode == 2, err
+    assert "changed while the tool rebuilt it" in err
+    assert git(tree, "rev-parse", "HEAD") == mine
+
+
+def test_a_folder_that_appears_where_edit_makes_its_tree_is_kept(synthetic):
+    theirs = synthetic.ws.workdir / "edit" / "sdist-1.0"
+    shutil.rmtree(theirs, ignore_errors=True)
+    run = _stopped_at_unpack("edit", ws=synthetic.ws)
+    theirs.mkdir(parents=True)
+    (theirs / "notes.txt").write_text("mine\n")
+    run.send_signal(signal.SIGCONT)
+    _, err = run.communicate()
+
+    assert run.returncode == 2, err
+    assert (theirs / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_commit_on_the_edit_trees_base_is_refused_and_the_remedy_exports_it_as_a_patch(synthetic):
+    tree = synthetic.tree  # made by edit
+    git(tree, "checkout", "-q", "base")
+    commit(tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Oops, on base\n\nUpstream-Status: Pending")
+    git(tree, "checkout", "-q", "series")
+    git(tree, "rebase", "-q", "base")  # as a person would, to put their branch on top
+    before = files_of(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("export"))
+
+    assert "moved since the tool made the tree" in error
+    assert files_of(synthetic.ws.patches) == before
+    assert shell(between(error, "git -C ")).returncode == 0  # the remedy as printed
+    assert synthetic.run("export").returncode == 0
+    assert any("Oops" in path.name for path in synthetic.ws.patches.glob("*.patch"))
+
+
+def test_a_tree_made_with_force_base_is_never_exported_into_the_series_of_the_pinned_base(synthetic, upstream_clone):
+    commit(upstream_clone, {"src/fakelib/__init__.py": "VERSION = '1.0.1'\n"}, "After the release")
+    made = synthetic.run("edit", "--checkout", str(upstream_clone), "--force-base")
+    assert made.returncode == 0, made.stderr
+    before = files_of(synthetic.ws.patches)
+
+    error = one_error(synthetic.run("export", "--tree", made.stdout.strip()))
+
+    assert "(--force-base)" in error
+    assert files_of(synthetic.ws.patches) == before

@@ -215,11 +215,19 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
     commit = _commit(repo, BASE_REF)
     if not commit:
         return  # no branch base: export_series says so
+    if record is not None and record.commit not in ("", commit):  # a commit on base would be in no patch
+        raise SeriesError(
+            f"the branch base of {repo} moved since the tool made the tree ({record.commit[:12]} -> {commit[:12]}): "
+            f"the commits on it would be in no patch; put base back "
+            f"({shell('git', '-C', repo, 'branch', '-f', 'base', record.commit)}), so that they are exported as "
+            "patches of series, and export again; nothing was written"
+        )
     if record is not None:
         if record.base == pin.identity and (not pin.commit or commit == pin.commit):
             return
         where = f"{record.base}, for {record.patches}"
-        remedy = f"export it into that series ({ws.command_on(record.patches, 'export', '--tree', repo)})"
+        other = Path(record.patches) != ws.patches  # a --force-base tree has no series to go to
+        remedy = f"export it into that series ({ws.command_on(record.patches, 'export', '--tree', repo)})" * other
     else:
         if commit in (pin.commit or pin.base_commit, _commit(repo, f"refs/tags/{pin.tag}") if pin.tag else ""):
             return
@@ -227,8 +235,8 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
         remedy = f"export it into the series of its base (--patches DIR), or tag its base if it is {pin.where}"
     raise SeriesError(
         f"the base of {repo} is {where}, but {ws.pin_file} pins {pin.identity}: exporting would replace that series "
-        f"with patches against another base; {remedy}, or make a tree for this series ({ws.command('edit')}); nothing "
-        "was written"
+        f"with patches against another base; {remedy}{', or ' * bool(remedy)}make a tree for this series "
+        f"({ws.command('edit')}); nothing was written"
     )
 
 

@@ -72,18 +72,20 @@ class BaseSource:
     key: str  # recorded in the tool's tree: reused only for the same key
     location: str = ""  # the checkout's path or the clone URL
     ref: str = ""  # the commit or tag to build from
+    forced: bool = False  # --force-base took a commit that is not the pinned one
 
 
 @dataclass(frozen=True)
-class BaseRecord:  # the pin's base and the series folder a tree was made for: export writes it only into such a series
+class BaseRecord:  # the pin's base, the series folder and base commit a tree was made for: export writes it only there
     base: str
     patches: str
+    commit: str = ""
 
     @staticmethod
     def read(repo: Path) -> BaseRecord | None:
         common = git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo, check=False).stdout.strip()
         fields = _read_json(Path(common) / BASE_RECORD, "base", "patches") if common else None
-        return BaseRecord(fields["base"], fields["patches"]) if fields else None
+        return BaseRecord(fields["base"], fields["patches"], str(fields.get("commit", ""))) if fields else None
 
 
 @dataclass
@@ -100,8 +102,8 @@ class ApplyResult:
 def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool, force_base: bool) -> BaseSource:
     """The base a run uses; a checkout that is not clean or not at the pinned tag (or commit) is refused here."""
     if checkout is not None:
-        path, head = _checked_checkout(pin, checkout, force_base)
-        return BaseSource("checkout", checkout_tree_name(path), f"checkout {path} {head}", str(path), head)
+        path, head, forced = _checked_checkout(pin, checkout, force_base)
+        return BaseSource("checkout", checkout_tree_name(path), f"checkout {path} {head}", str(path), head, forced)
     if use_git:
         ref = pin.commit or pin.tag
         return BaseSource("git", f"git-{pin.commit[:12] or pin.tag}", f"git {pin.git_url} {ref}", pin.git_url, ref)
@@ -117,7 +119,7 @@ def checkout_tree_name(checkout: Path) -> str:
     return f"checkout-{hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:8]}"
 
 
-def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path, str]:
+def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path, str, bool]:
     checkout = checkout.resolve()
     if not (checkout / ".git").exists():
         raise SeriesError(f"--checkout {checkout} is not a git checkout")
@@ -125,24 +127,25 @@ def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path,
         raise SeriesError(f"--checkout {checkout} has uncommitted changes; commit or stash them first")
     head = git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=checkout, check=False).stdout.strip()
     if not head:
-        wanted = f"the commit {pin.commit[:12]}" if pin.commit else f"the tag {pin.tag}"
-        raise SeriesError(f"--checkout {checkout} has no commits; pass a clone of upstream that has {wanted}")
+        need = f"the commit {pin.commit[:12]}" if pin.commit else f"the tag {pin.tag}"
+        raise SeriesError(f"--checkout {checkout} has no commits; pass a clone of upstream that has {need}")
+    wanted = pin.commit or git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=checkout,
+                               check=False).stdout.strip()  # fmt: skip
     if force_base:
-        return checkout, head
+        return checkout, head, head != wanted
     if pin.commit:  # a series against an upstream commit: that commit of the clone, wherever HEAD is
         if not has_path(checkout, "", pin.commit):
             raise SeriesError(
-                f"--checkout {checkout} does not have the pinned commit {pin.commit[:12]}; fetch it (git fetch "
-                "origin), or pass --force-base to use the clone's HEAD instead"
+                f"--checkout {checkout} does not have the pinned commit {pin.commit[:12]}; fetch it "
+                f"({shell('git', '-C', checkout, 'fetch', 'origin')}), or pass --force-base to use the clone's HEAD"
             )
-        return checkout, pin.commit
-    tagged = git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=checkout, check=False)
-    if head != tagged.stdout.strip():
-        where = f"tag {pin.tag} is {tagged.stdout[:12]}" if tagged.stdout else f"it has no tag {pin.tag}"
+        return checkout, pin.commit, False
+    if head != wanted:
+        where = f"tag {pin.tag} is {wanted[:12]}" if wanted else f"it has no tag {pin.tag}"
         raise SeriesError(
             f"--checkout {checkout} is at {head[:12]}, but {where}; check out {pin.tag} or pass --force-base"
         )
-    return checkout, head
+    return checkout, head, False
 
 
 def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
@@ -294,14 +297,20 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
     try:
         base = build_base(ws, pin, source, work, log)
         result = apply_series(base, patches, pin, log)
-        _write_json(base.path, BASE_RECORD, {"base": pin.identity, "patches": str(ws.patches)})
+        identity = f"{pin.name} {source.ref[:12]} (--force-base)" if source.forced else pin.identity
+        _write_json(base.path, BASE_RECORD, {"base": identity, "patches": str(ws.patches), "commit": base.base_commit})
         if tree.parent == ws.trees:  # the tool's own; from now on a reflog entry is the person's
             git("reflog", "expire", "--expire=now", "--all", cwd=base.path)
             record = (source.key, fingerprint(patches), base.base_commit, result.head)
             _write_json(base.path, RECORD, dict(zip(RECORD_KEYS, record, strict=True)))
         tree.parent.mkdir(parents=True, exist_ok=True)
         if old := tree.exists() or tree.is_symlink():
+            if tree.parent != ws.trees:  # an edit tree is never replaced: this one appeared while it was built
+                raise SeriesError(f"{tree} appeared while the tool made it; it is left as it is, nothing was made")
             tree.rename(work / "old")
+            if (why := changes_since_built(work / "old")) is not None:  # changed since checked: moved back, refused
+                (work / "old").rename(tree)
+                raise SeriesError(f"{tree} changed while the tool rebuilt it ({why}); it is left as it is: re-run")
         try:
             stage("replace-between-renames")
             base.path.rename(tree)
