@@ -387,15 +387,17 @@ def test_an_export_stopped_while_renaming_in_puts_back_the_old_series_or_a_rerun
     before = files_of(patches)
 
     proc = run_signalled(
-        synthetic, tmp_path, f"export-switch:{signame}", "export", "--workdir", str(synthetic.ws.workdir)
-    )
+        synthetic, tmp_path, f"export-switch:{signame}", "export", "--workdir", str(synthetic.ws.workdir),
+        "--author", "New Person <new@example.org>",  # every patch changes: the first renamed in is a new one
+    )  # fmt: skip
 
     if signame == "SIGTERM":
         assert proc.returncode == 130, proc.stderr
         assert files_of(patches) == before
     else:
         assert proc.returncode == -9
-    rerun = synthetic.run("export")
+    commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.2'\n"}, "Another change")  # another export:
+    rerun = synthetic.run("export")  # what the killed one renamed in is the tool's, not "yours"
     assert rerun.returncode == 0, rerun.stderr
     assert [p.name for p in patches.iterdir() if p.is_dir()] == []
     assert _drift(synthetic) == []
@@ -601,6 +603,20 @@ def test_export_refuses_commits_at_head_beyond_the_branch_and_its_remedy_runs(sy
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
 
 
+def test_commits_on_a_branch_of_a_linked_worktree_while_series_is_checked_out_are_refused_and_the_remedy_runs(
+    synthetic, tmp_path
+):
+    linked = tmp_path / "wip"
+    git(synthetic.tree, "worktree", "add", "-q", "-b", "wip", str(linked), "series")
+    commit(linked, {CORE: "def answer():\n    return 45\n"}, "More work\n\nUpstream-Status: Pending")
+
+    error = one_error(synthetic.run("export"))
+
+    assert shell(between(error, "git -C ")).returncode == 0  # as printed: series moves where it is checked out
+    assert synthetic.run("export").returncode == 0
+    assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
+
+
 def test_a_persons_git_configuration_never_changes_the_patches(synthetic, tmp_path, monkeypatch):
     config = tmp_path / "gitconfig"
     config.write_text("[format]\n\tsignOff = true\n[diff]\n\tcontext = 5\n\talgorithm = histogram\n")
@@ -775,11 +791,14 @@ def _mine(patches, change):
 CHANGES = ["a patch of theirs listed in series", "a hand edit", "a changed series file", "an unlisted file overwritten"]
 
 
-@pytest.mark.parametrize("in_git", [True, False], ids=["in_git", "not_in_git"])
+@pytest.mark.parametrize("in_git", [True, False, "ignored"], ids=["in_git", "not_in_git", "in_a_repo_that_ignores_it"])
 @pytest.mark.parametrize("change", CHANGES)
 def test_export_refuses_to_lose_a_change_git_does_not_hold_and_its_remedy_commits_it(synthetic, change, in_git):
     patches = synthetic.ws.patches
-    if in_git:
+    if in_git == "ignored":
+        git(patches.parent, "init", "-q")
+        (patches.parent / ".gitignore").write_text(f"{patches.name}/\n{synthetic.ws.workdir.name}/\n")
+    elif in_git:
         _in_git(patches)
     commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
     mine = _mine(patches, change)

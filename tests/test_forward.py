@@ -485,5 +485,21 @@ def test_a_checkout_without_the_ref_a_command_needs_is_one_refusal(synthetic, ma
 
     proc = synthetic.run(*command, "--checkout", str(master))
 
-    assert one_error(proc) == f"error: {master} lacks {lacking}; fetch it (git fetch origin --tags) and re-run"
+    ref = lacking.split("'")[-2]
+    fetch = f"git -C {master} fetch origin" + ("" if ref == "0" * 40 else f" {ref}:{ref}")
+    assert one_error(proc) == f"error: {master} lacks {lacking}; fetch it ({fetch}) and re-run"
     assert sorted(p.name for p in toml.parent.iterdir()) == ["base.toml"]
+
+
+def test_export_into_the_forward_series_without_a_tree_names_an_edit_that_makes_one(synthetic, master):
+    forward_dir = synthetic.ws.patches / "master"
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+    toml = forward_dir / "base.toml"
+    toml.write_text(toml.read_text().replace("https://git.invalid/fakelib.git", str(master)))  # no network here
+    options = ("--patches", str(forward_dir), "--workdir", str(synthetic.ws.workdir))
+
+    error = one_error(cli("export", *options))
+
+    made = shell(between(error, f"{TOOL} edit", "`"))  # the edit it names, as printed: no sdist has master's base
+    assert made.returncode == 0, made.stderr
+    assert cli("export", "--tree", made.stdout.strip(), *options).returncode == 0

@@ -186,20 +186,19 @@ def cmd_base(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.export import export_series, refuse_another_base
 
-    given = args.tree or _default_tree(ws)
-    tree = given.resolve()
+    given, pin = args.tree or _default_tree(ws), load_pin(ws.pin_file)
+    tree, edit = given.resolve(), ws.command("edit", *(["--git"] if pin.commit else []))  # no sdist has its base
     if not (tree / ".git").exists() and args.tree is not None:
         what = "is not a git repository (it has no .git)" if given.exists() else "does not exist"
         raise SeriesError(f"--tree {given} {what}; pass the tree to export (a clone with branches base and series)")
     if not (tree / ".git").exists():  # a place taken (a dangling link) is moved away first: edit would refuse it
-        make = f"make one to edit with `{ws.command('edit')}`, or pass --tree"
+        make = f"make one to edit with `{edit}`, or pass --tree"
         move = f"move it away ({shell('mv', given, kept_path(given))}) and " if os.path.lexists(given) else ""
         raise SeriesError(f"there is no tree to export at {given}; {move}{make}")
-    pin = load_pin(ws.pin_file)
-    refuse_another_base(tree, pin, ws)
+    refuse_another_base(tree, pin, ws, edit)
     names = export_series(
         tree, ws.patches, branch=args.branch, lacks=pin.sdist_lacks, drop_lacking=args.drop_missing,
-        author=args.author, refuse_placeholder_authors=True, edit=ws.command("edit"), log=print,
+        author=args.author, refuse_placeholder_authors=True, edit=edit, log=print,
     )  # fmt: skip
     print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
     unlisted = sorted(path.name for path in ws.patches.glob("*.patch") if path.name not in names)
@@ -240,9 +239,12 @@ def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch]
     if not conflicts and not differ:
         print(f"ok: {FORWARD_DIR}/ is what forward writes from the release series")
         return 0
-    why = f"the release series conflicts there ({', '.join(conflicts)})" if conflicts else ", ".join(differ)
+    if conflicts:  # forward cannot write it: the patch must be carried onto that commit by hand
+        print(f"drift: {FORWARD_DIR}/: the release series conflicts at its pinned commit ({', '.join(conflicts)}); "
+              f"forward cannot write it until that patch applies there")  # fmt: skip
+        return 1
     remedy = ws.command("forward", "--checkout", checkout)
-    print(f"drift: {FORWARD_DIR}/ is not what forward writes from the release series ({why}); `{remedy}`")
+    print(f"drift: {FORWARD_DIR}/ is not what forward writes from the release series ({', '.join(differ)}); `{remedy}`")
     return 1
 
 
@@ -288,7 +290,7 @@ def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin,
     edits, default = ws.workdir / EDIT_DIR, _default_tree(ws)
     lacking = any(path.startswith(pin.sdist_lacks) for patch in patches for path in patch.touched_existing)
     candidates = [
-        *([(edits / checkout_tree_name(checkout), ("edit", *given))] if checkout is not None else []),
+        *([(edits / checkout_tree_name(checkout, pin), ("edit", *given))] if checkout is not None else []),
         *([(default, ("edit",))] if not lacking else []),
         (edits / f"git-{pin.commit[:12] or pin.tag}", ("edit", "--git")),
     ]

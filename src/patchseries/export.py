@@ -164,7 +164,10 @@ def unkept(folder: Path, names: list[str], *records: Path) -> list[str]:
 
 def _refuse_losing(folder: Path, lost: list[str]) -> None:
     """Refuse to replace or remove files of a person's (:func:`unkept`); the remedy commits them."""
-    init = [] if git("-C", folder, "rev-parse", check=False).returncode == 0 else [("init", "-q")]
+    # a folder in no repository, or one its repository ignores, is committed in a repository of its own
+    tracked = git("-C", folder, "rev-parse", check=False).returncode == 0
+    ignored = tracked and git("-C", folder, "check-ignore", "-q", ".", check=False).returncode == 0
+    init = [] if tracked and not ignored else [("init", "-q")]
     steps = [*init, ("add", "-A", "."), ("commit", "-q", "-m", "My series changes", "--", ".")]
     commit = " && ".join(shell("git", "-C", folder, *step) for step in steps)
     more = f" (and {len(lost) - 1} more: {', '.join(lost[1:4])})" if len(lost) > 1 else ""
@@ -179,6 +182,10 @@ def _switch(folder: Path, staging: Path, written: list[str], removed: list[str])
     (old := staging / "old").mkdir()
     for name in (name for name in [*written, *removed] if (folder / name).is_file()):
         os.link(folder / name, old / name)
+    # meanwhile the record names the old and the new files: a run killed halfway leaves none of them "yours"
+    both = [record.read_bytes() for record in (folder / RECORD, staging / RECORD) if record.is_file()]
+    (staging / "both").write_bytes(b"".join(both))
+    os.replace(staging / "both", folder / RECORD)
     try:
         for name in written:
             os.replace(staging / name, folder / name)
@@ -208,7 +215,7 @@ def parse_identity(text: str, given_as: str = "--author") -> tuple[str, str]:
     raise SeriesError(f"{shown} {why}; {fix}")
 
 
-def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
+def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
     """Refuse to export ``repo`` into a series that pins another base: known by the record ``edit`` wrote, else by
     the commit of its branch ``base`` (the pinned commit, the sdist's base commit, or the pinned tag's)."""
     record = BaseRecord.read(repo)
@@ -236,7 +243,7 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace) -> None:
     raise SeriesError(
         f"the base of {repo} is {where}, but {ws.pin_file} pins {pin.identity}: exporting would replace that series "
         f"with patches against another base; {remedy}{', or ' * bool(remedy)}make a tree for this series "
-        f"({ws.command('edit')}); nothing was written"
+        f"({edit}); nothing was written"
     )
 
 
@@ -250,17 +257,24 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
             f"{worktree} has uncommitted changes ({shown}), which export would leave out; commit them on {label} (git "
             f"commit, or git commit --fixup and git rebase -i --autosquash {base_label}) or stash them, then export"
         )
-    head = git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
+    head = _head(worktree)
     if head == branch or git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode:
         return
     beyond = out("rev-list", f"{branch}..HEAD", cwd=worktree).split()
     if beyond:
         where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
+        at = next((w for w in worktrees(worktree) if _head(w) == branch), None)  # git moves it there by a merge
+        move = (
+            ("-C", at, "merge", "-q", "--ff-only", beyond[0]) if at else ("-C", worktree, "branch", "-f", label, "HEAD")
+        )
         raise SeriesError(
             f"{worktree} has {len(beyond)} commit(s) on {where}, on top of {label}, which export would leave out; put "
-            f"them on {label} ({shell('git', '-C', worktree, 'branch', '-f', label, 'HEAD')}) and export again, or "
-            "export that branch (--branch NAME)"
+            f"them on {label} ({shell('git', *move)}) and export again, or export that branch (--branch NAME)"
         )
+
+
+def _head(worktree: Path) -> str:  # the branch checked out there, "" for a detached HEAD
+    return git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
 
 
 def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> None:
@@ -295,6 +309,12 @@ def _commit(repo: Path, revision: str) -> str:
     """The commit ``revision`` names in ``repo``, or ``""``."""
     found = git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False)
     return found.stdout.strip()
+
+
+def fetch_command(repo: Path, ref: str) -> str:
+    """The command that fetches ``ref`` (a tag, a branch, a commit) from ``repo``'s origin under the same name."""
+    refspec = [] if re.fullmatch(r"[0-9a-f]{40}", ref) else [f"{ref}:{ref}"]  # a commit comes with its branches
+    return shell("git", "-C", repo, "fetch", "origin", *refspec)
 
 
 @contextmanager
@@ -341,7 +361,8 @@ def drift_report(
     out, as applying leaves them out, and reported as unchecked."""
     base_commit = _commit(base_repo, base)
     if not base_commit:
-        raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it (git fetch --tags)")
+        raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it "
+                          f"({fetch_command(base_repo, base)}) and re-run")  # fmt: skip
     report = DriftReport()
     with scratch_clone(base_repo, base_commit, scratch) as tree:
         git("checkout", "--quiet", "-b", "drift-check", cwd=tree)

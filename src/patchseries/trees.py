@@ -103,7 +103,7 @@ def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool
     """The base a run uses; a checkout that is not clean or not at the pinned tag (or commit) is refused here."""
     if checkout is not None:
         path, head, forced = _checked_checkout(pin, checkout, force_base)
-        return BaseSource("checkout", checkout_tree_name(path), f"checkout {path} {head}", str(path), head, forced)
+        return BaseSource("checkout", checkout_tree_name(path, pin), f"checkout {path} {head}", str(path), head, forced)
     if use_git:
         ref = pin.commit or pin.tag
         return BaseSource("git", f"git-{pin.commit[:12] or pin.tag}", f"git {pin.git_url} {ref}", pin.git_url, ref)
@@ -115,8 +115,9 @@ def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool
     return BaseSource("sdist", f"sdist-{pin.version}", f"sdist {pin.sdist_sha256}")
 
 
-def checkout_tree_name(checkout: Path) -> str:
-    return f"checkout-{hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:8]}"
+def checkout_tree_name(checkout: Path, pin: Pin) -> str:  # a series pinned to a commit (master/) has its own
+    key = f"{checkout.resolve()}{f' {pin.commit}' if pin.commit else ''}"
+    return f"checkout-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
 
 def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path, str, bool]:
