@@ -1,5 +1,4 @@
-"""The pinned base, ``patches/base.toml``: the Lightning release the series is made against, where to get it, and the
-release wheels. The one reader of that file: every command reads and checks all of it before anything is fetched."""
+"""The pinned base, ``patches/base.toml``, and its one reader: every command checks all of it before any fetch."""
 
 from __future__ import annotations
 
@@ -49,7 +48,6 @@ _CHECKS: dict[str, tuple[Callable[[Any], Any], str]] = {
     ),
     "date": (dt.date.fromisoformat, "is not a date such as 2026-09-10: {}"),
     "module": (_IDENTIFIER, "is not a module name (such as pytorch): {}"),
-    # the kinds below are not strings
     "count": (lambda value: type(value) is int and value >= 1, "is not a positive integer (such as 7): {}"),
     "paths": (_list_of(str.strip), "is not a list of paths: {}"),
     "modules": (_list_of(_IDENTIFIER), 'is not a list of subpackage names (such as ["pytorch", "fabric"]): {}'),
@@ -172,8 +170,7 @@ def _wheels(data: dict[str, Any], unified: str) -> Wheels:
 
 
 def _table(parent: dict[str, Any], name: str, optional: tuple[str, ...] = (), prefix: str = "") -> dict[str, Any]:
-    """The values of the table ``parent[name]``, each checked as ``_SCHEMA`` says; ``optional``: more keys that may be
-    absent. The sub-tables of ``[wheels]`` (the standalone packages) are checked on their own."""
+    """The values of ``parent[name]``, checked as ``_SCHEMA`` says (``optional``: more keys that may be absent)."""
     where, table = prefix + name, parent.get(name)
     schema = _SCHEMA["wheels.*" if prefix else name]
     if not isinstance(table, dict):
