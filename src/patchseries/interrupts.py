@@ -19,8 +19,7 @@ _INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """While the block runs, the first SIGINT, SIGTERM or SIGHUP raises KeyboardInterrupt; later ones are ignored: they
-    never cut the clean-up the first one started short."""
+    """The first SIGINT, SIGTERM or SIGHUP raises KeyboardInterrupt; later ones, ignored, never cut clean-up short."""
     received = False
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
