@@ -1,6 +1,5 @@
-"""Upstream checkout mode's gates: Lightning's own tests, mypy, Sphinx and pre-commit hooks on the base and the series,
-in a worktree in the run's scratch folder (fixers never touch the tree); only what the base does not have fails, counted
-(a second copy of a problem the base has once is new), and a check that fails naming no file (a crash) fails anyway."""
+"""Upstream checkout mode's gates: Lightning's tests, mypy, Sphinx and pre-commit hooks on the base and the series in a
+scratch worktree; only what the base lacks fails, counted, and a check that fails naming no file (a crash) fails too."""
 
 from __future__ import annotations
 
@@ -191,8 +190,7 @@ def run_static_gates(ws: Workspace, env: Environment, tree: Path, log: Log) -> l
 
 
 def run_docs_gate(ws: Workspace, env: Environment, tree: Path, log: Log) -> Comparison | None:
-    """Sphinx on the changed pages of each docs project (folder with ``conf.py``), the others stubs with their labels
-    (links to them resolve): upstream's full build needs its private theme and the network."""
+    """Sphinx on each docs project's changed pages, the others stubs (upstream's build needs its theme and network)."""
     if not (pages := changed_pages(tree)):
         return None
     log(f"docs: Sphinx on the {len(pages)} changed pages, base and series")

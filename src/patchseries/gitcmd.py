@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchseries.errors import SeriesError
@@ -132,18 +132,11 @@ def git_path(repo: Path, name: str) -> Path:  # the absolute path of .git/<name>
     return path if path.is_absolute() else repo / path
 
 
-def add_excludes(repo: Path, patterns: Sequence[str]) -> None:
-    """Add patterns to ``.git/info/exclude`` (once each): ignored locally, never committed."""
-    _edit_excludes(repo, lambda lines: [*lines, *(p for p in patterns if p not in lines)])
-
-
-def remove_excludes(repo: Path, patterns: Sequence[str]) -> None:
-    _edit_excludes(repo, lambda lines: [line for line in lines if line not in patterns])
-
-
-def _edit_excludes(repo: Path, change: Callable[[list[str]], list[str]]) -> None:
+def add_excludes(repo: Path, patterns: Sequence[str], drop: Sequence[str] = ()) -> None:
+    """Add ``patterns`` to ``.git/info/exclude`` (once each), less ``drop``: ignored locally, never committed."""
     exclude = git_path(repo, "info/exclude")
     lines = exclude.read_text().splitlines() if exclude.is_file() else []
-    if change(lines) != lines:
+    wanted = [line for line in [*lines, *(p for p in patterns if p not in lines)] if line not in drop]
+    if wanted != lines:
         exclude.parent.mkdir(parents=True, exist_ok=True)
-        exclude.write_text("".join(f"{line}\n" for line in change(lines)))
+        exclude.write_text("".join(f"{line}\n" for line in wanted))

@@ -66,10 +66,6 @@ class Standalone:
     root: str  # the sdist's top folder
     ships: tuple[str, ...]  # the subpackages whose mirrors its sdist carries: pytorch, fabric
 
-    @property
-    def sdist_filename(self) -> str:
-        return self.url.rsplit("/", 1)[-1]
-
 
 @dataclass(frozen=True)
 class Wheels:
