@@ -21,9 +21,7 @@ class FileLines:
 
 
 @dataclass
-class ChangedLines:
-    """Changed executable lines per file (repository paths), and changed files the coverage report does not know."""
-
+class ChangedLines:  # changed executable lines per file, and changed files the coverage report does not know
     files: dict[str, FileLines] = field(default_factory=dict)
     unmeasured: list[str] = field(default_factory=list)
 

@@ -63,9 +63,7 @@ Check = Callable[[Path, list[str]], Findings]  # a check on a tree's files
 
 
 @dataclass
-class Comparison:
-    """Failures (tests or findings) with the series, split by whether the base has them too."""
-
+class Comparison:  # failures (tests or findings) with the series, split by whether the base has them too
     name: str
     checked: int = 0
     new: list[str] = field(default_factory=list)
@@ -218,9 +216,7 @@ def run_docs_gate(ws: Workspace, env: Environment, tree: Path, log: Log) -> Comp
 
 
 @dataclass(frozen=True)
-class Hook:
-    """One hook of upstream's config as pre-commit would run it (its config's overrides applied), or why not."""
-
+class Hook:  # one hook of upstream's config as pre-commit would run it (its config's overrides applied), or why not
     label: str
     not_run: str = ""
     entry: tuple[str, ...] = ()

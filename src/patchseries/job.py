@@ -112,8 +112,7 @@ def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
 
 def run_main_job(
     ws: Workspace, choice: BaseChoice, torch: str, log: Log, installer: str = "auto", pytest_args: tuple[str, ...] = ()
-) -> JobResult:
-    """The whole main job; the caller prints :func:`summary` of the result."""
+) -> JobResult:  # the whole main job; the caller prints summary(result)
     prepared = prepare(ws, choice, log)
     tree = prepared.base.path
     with recording(tree):  # installing and testing write into the tree: what they make is the tool's

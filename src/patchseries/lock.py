@@ -21,9 +21,7 @@ LOCK_NAME = "patchseries.lock"
 _WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs", LOCK_NAME, SCRATCH)  # what it writes
 
 
-class Lock:
-    """The ``flock`` of the folder or lock file ``path``; a second holder is refused with ``refusal(its lock file)``."""
-
+class Lock:  # the flock of the folder or lock file path; a second holder is refused with refusal(its lock file)
     def __init__(self, path: Path, refusal: Callable[[str], str], *, file: bool = False) -> None:
         self.path, self.refusal, self.file = path, refusal, file
         self.fd: int | None = None

@@ -56,9 +56,7 @@ class _Under:  # a path of a Workspace: <its attribute>/<name>
 
 
 @dataclass(frozen=True)
-class Workspace:
-    """Paths of one run: ``patches`` holds the series, ``workdir`` all the tool makes, ``project`` the project root."""
-
+class Workspace:  # paths of one run: patches holds the series, workdir all the tool makes, project the project root
     patches: Path
     workdir: Path
     project: Path | None = None

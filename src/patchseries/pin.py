@@ -56,9 +56,7 @@ _NOT_STRINGS = ("count", "paths", "modules")
 
 
 @dataclass(frozen=True)
-class Standalone:
-    """``[wheels.<name>]``: one standalone package the release wheels include."""
-
+class Standalone:  # [wheels.<name>]: one standalone package the release wheels include
     name: str  # the import name and the wheel's name: pytorch_lightning
     subpackage: str  # the unified package's subpackage it mirrors: pytorch (lightning.pytorch)
     url: str
@@ -68,9 +66,7 @@ class Standalone:
 
 
 @dataclass(frozen=True)
-class Wheels:
-    """``[wheels]``: the release wheels' series number, the fingerprint released under it, the standalone packages."""
-
+class Wheels:  # [wheels]: the wheels' series number, the fingerprint released under it, the standalone packages
     series_version: int
     fingerprint: str
     standalones: tuple[Standalone, ...]
@@ -100,13 +96,11 @@ class Pin:
         return bool(self.sdist_url)
 
     @property
-    def identity(self) -> str:
-        """The base this pin names, as an edit tree records it."""
+    def identity(self) -> str:  # the base this pin names, as an edit tree records it
         return f"{self.name} {self.where}"
 
     @property
-    def where(self) -> str:
-        """The pinned upstream ref: a tag, or a commit for a series against an unreleased branch."""
+    def where(self) -> str:  # the pinned upstream ref: a tag, or a commit for a series against an unreleased branch
         return self.commit or self.tag
 
 

@@ -38,9 +38,7 @@ Files = dict[str, bytes | None]  # what a wheel must hold: member -> bytes (None
 
 
 @dataclass(frozen=True)
-class WheelPin:
-    """What the wheel commands build (``[wheels]`` of the pin) and the fingerprint of the series built."""
-
+class WheelPin:  # what the wheel commands build ([wheels] of the pin) and the fingerprint of the series built
     pin: Pin
     series_version: int
     standalones: tuple[Standalone, ...]
@@ -92,9 +90,7 @@ def load_wheel_pin(path: Path, pin: Pin) -> WheelPin:
 
 
 @dataclass(frozen=True)
-class PackageMapping:
-    """The paths and imports of the unified package as one package has them."""
-
+class PackageMapping:  # the paths and imports of the unified package as one package has them
     base: str  # the unified package: lightning
     prefixes: dict[str, str]  # src/lightning/pytorch/ -> src/pytorch_lightning/
     imports: tuple[tuple[str, str], ...]  # (lightning.pytorch, pytorch_lightning), ... in upstream's order

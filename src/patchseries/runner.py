@@ -157,8 +157,7 @@ def build_venv(
     except BaseException:
         shutil.rmtree(build, ignore_errors=True)
         raise
-    # built in a fresh folder that ``venv`` links to last (a venv cannot be moved: its scripts name its path)
-    venv.symlink_to(build.name, target_is_directory=True)
+    venv.symlink_to(build.name, target_is_directory=True)  # last: a venv cannot be moved (its scripts name its path)
 
 
 def run_installer(command: list[str], what: str, log: Log) -> None:

@@ -210,12 +210,10 @@ def diff_paths(line: str) -> tuple[str, str] | None:
 
 
 def file_sections(diff: str) -> list[str]:
-    """The per-file sections of a diff, each from its ``diff --git`` line to the next."""
     return _FILE_SECTION_START.split(diff)[1:]
 
 
-def section_path(section: str) -> str:
-    """The (new) path a section changes, or ``""``."""
+def section_path(section: str) -> str:  # the (new) path a section changes, or ""
     paths = diff_paths(section.split("\n", 1)[0])
     return paths[1] if paths else ""
 
@@ -247,7 +245,6 @@ def hunks(section: str) -> list[list[tuple[str, int, str]]]:
 
 
 def fingerprint(patches: list[Patch]) -> str:
-    """A digest of the series' content: the same series always gives the same value."""
     digest = hashlib.sha256()
     for patch in patches:
         digest.update(patch.name.encode() + b"\0" + patch.path.read_bytes() + b"\0")
