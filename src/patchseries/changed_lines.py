@@ -21,9 +21,7 @@ class FileLines:
 
 
 @dataclass
-class ChangedLines:
-    """Changed executable lines per file (repository paths), and changed files the coverage report does not know."""
-
+class ChangedLines:  # changed executable lines per file, and changed files the coverage report does not know
     files: dict[str, FileLines] = field(default_factory=dict)
     unmeasured: list[str] = field(default_factory=list)
 
@@ -83,8 +81,7 @@ def parse_added_lines(diff: str) -> dict[str, dict[int, str]]:
 
 
 def measure(added: dict[str, dict[int, str]], coverage_xml: Path) -> ChangedLines:
-    """The added lines that coverage.py's XML report counts as executable, covered or not; its name of a path: the
-    longest that ends it at a folder boundary (the report names a file relative to a source folder)."""
+    """The added lines that coverage.py's XML report counts as executable; a path is the longest name that ends it."""
     hits: dict[str, dict[int, int]] = {}
     for cls in ET.parse(coverage_xml).getroot().iter("class"):
         counts = hits.setdefault(cls.get("filename") or "", {})

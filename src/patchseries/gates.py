@@ -1,6 +1,5 @@
-"""Upstream checkout mode's gates: Lightning's own tests, mypy, Sphinx and pre-commit hooks on the base and the series,
-in a worktree in the run's scratch folder (fixers never touch the tree); only what the base does not have fails, counted
-(a second copy of a problem the base has once is new), and a check that fails naming no file (a crash) fails anyway."""
+"""Upstream checkout mode's gates: Lightning's tests, mypy, Sphinx and pre-commit hooks on the base and the series in a
+scratch worktree; only what the base lacks fails, counted, and a check that fails naming no file (a crash) fails too."""
 
 from __future__ import annotations
 
@@ -64,9 +63,7 @@ Check = Callable[[Path, list[str]], Findings]  # a check on a tree's files
 
 
 @dataclass
-class Comparison:
-    """Failures (tests or findings) with the series, split by whether the base has them too."""
-
+class Comparison:  # failures (tests or findings) with the series, split by whether the base has them too
     name: str
     checked: int = 0
     new: list[str] = field(default_factory=list)
@@ -191,8 +188,7 @@ def run_static_gates(ws: Workspace, env: Environment, tree: Path, log: Log) -> l
 
 
 def run_docs_gate(ws: Workspace, env: Environment, tree: Path, log: Log) -> Comparison | None:
-    """Sphinx on the changed pages of each docs project (folder with ``conf.py``), the others stubs with their labels
-    (links to them resolve): upstream's full build needs its private theme and the network."""
+    """Sphinx on each docs project's changed pages, the others stubs (upstream's build needs its theme and network)."""
     if not (pages := changed_pages(tree)):
         return None
     log(f"docs: Sphinx on the {len(pages)} changed pages, base and series")
@@ -220,9 +216,7 @@ def run_docs_gate(ws: Workspace, env: Environment, tree: Path, log: Log) -> Comp
 
 
 @dataclass(frozen=True)
-class Hook:
-    """One hook of upstream's config as pre-commit would run it (its config's overrides applied), or why not."""
-
+class Hook:  # one hook of upstream's config as pre-commit would run it (its config's overrides applied), or why not
     label: str
     not_run: str = ""
     entry: tuple[str, ...] = ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchseries.errors import SeriesError
@@ -40,8 +40,7 @@ def git(
     stdin: str | None = None,
     user_config: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``git`` at ``cwd`` with stable configuration; raise :class:`SeriesError` with git's cause when ``check``
-    fails. ``user_config``: the person's configuration too (a network clone needs their proxy)."""
+    """Run ``git`` with stable configuration (``user_config``: the person's too: a proxy); raise git's cause."""
     settings = [word for item in (*STABLE_CONFIG, *_safe_directories()) for word in ("-c", item)]
     command = ["git", *settings, *(str(a) for a in args)]
     full_env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_") or key.startswith(_KEPT)}
@@ -86,8 +85,7 @@ def is_clean(repo: Path) -> bool:
 
 
 def uncommitted_files(repo: Path, own_ignores_only: bool = False, user_config: bool = False) -> list[str]:
-    """Staged, unstaged and untracked (not ignored) paths. ``own_ignores_only``: not the person's global gitignore,
-    which would hide their file in a tree of the tool's; ``user_config``: their configuration (a tree of theirs)."""
+    """Staged, unstaged and untracked paths; ``own_ignores_only``: a global gitignore hides none of the person's."""
     config = ["-c", "core.excludesFile=/dev/null"] if own_ignores_only else []
     status = git(*config, "status", "--porcelain", "--untracked-files=all", cwd=repo, user_config=user_config)
     return [line[3:] for line in status.stdout.splitlines() if line.strip()]
@@ -134,18 +132,11 @@ def git_path(repo: Path, name: str) -> Path:  # the absolute path of .git/<name>
     return path if path.is_absolute() else repo / path
 
 
-def add_excludes(repo: Path, patterns: Sequence[str]) -> None:
-    """Add patterns to ``.git/info/exclude`` (once each): ignored locally, never committed."""
-    _edit_excludes(repo, lambda lines: [*lines, *(p for p in patterns if p not in lines)])
-
-
-def remove_excludes(repo: Path, patterns: Sequence[str]) -> None:
-    _edit_excludes(repo, lambda lines: [line for line in lines if line not in patterns])
-
-
-def _edit_excludes(repo: Path, change: Callable[[list[str]], list[str]]) -> None:
+def add_excludes(repo: Path, patterns: Sequence[str], drop: Sequence[str] = ()) -> None:
+    """Add ``patterns`` to ``.git/info/exclude`` (once each), less ``drop``: ignored locally, never committed."""
     exclude = git_path(repo, "info/exclude")
     lines = exclude.read_text().splitlines() if exclude.is_file() else []
-    if change(lines) != lines:
+    wanted = [line for line in [*lines, *(p for p in patterns if p not in lines)] if line not in drop]
+    if wanted != lines:
         exclude.parent.mkdir(parents=True, exist_ok=True)
-        exclude.write_text("".join(f"{line}\n" for line in change(lines)))
+        exclude.write_text("".join(f"{line}\n" for line in wanted))

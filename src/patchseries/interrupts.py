@@ -1,7 +1,6 @@
-"""Interrupts: SIGTERM and SIGHUP unwind as Ctrl-C does (every ``finally`` removes what the run was building; exit
-130), and a file is replaced so that an interrupt leaves the old content or the new one. At a :func:`stage`,
-``PATCHSERIES_SIGNAL_AT=<stage>[:<SIGNAL>][,...]`` makes the process signal itself (default SIGTERM): the tests'
-interrupt at a chosen point, without a sleep."""
+"""Interrupts: SIGTERM and SIGHUP unwind as Ctrl-C does (exit 130); a file is replaced whole or not at all. At a
+:func:`stage`, ``PATCHSERIES_SIGNAL_AT=<stage>[:<SIGNAL>][,...]`` makes the process signal itself (default SIGTERM):
+the tests' interrupt at a chosen point, without a sleep."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ _INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """While the block runs, the first SIGINT, SIGTERM or SIGHUP raises KeyboardInterrupt; later ones are ignored: they
-    never cut the clean-up the first one started short."""
+    """The first SIGINT, SIGTERM or SIGHUP raises KeyboardInterrupt; later ones, ignored, never cut clean-up short."""
     received = False
 
     def interrupt(signum: int, frame: FrameType | None) -> None:

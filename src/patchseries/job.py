@@ -23,7 +23,7 @@ from patchseries.gates import (
     run_static_gates,
     run_upstream_tests,
 )
-from patchseries.gitcmd import add_excludes, git, git_path, remove_excludes
+from patchseries.gitcmd import add_excludes, git, git_path
 from patchseries.interrupts import write_file
 from patchseries.paths import ACCEPTANCE_DIR, Workspace
 from patchseries.pin import Pin, load_pin
@@ -112,8 +112,7 @@ def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
 
 def run_main_job(
     ws: Workspace, choice: BaseChoice, torch: str, log: Log, installer: str = "auto", pytest_args: tuple[str, ...] = ()
-) -> JobResult:
-    """The whole main job; the caller prints :func:`summary` of the result."""
+) -> JobResult:  # the whole main job; the caller prints summary(result)
     prepared = prepare(ws, choice, log)
     tree = prepared.base.path
     with recording(tree):  # installing and testing write into the tree: what they make is the tool's
@@ -216,10 +215,8 @@ def install_acceptance(tree: Path, source: Path) -> list[str]:
 
 
 def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, bytes]) -> list[str]:
-    """The one writer of the tool's files in ``tests/``: ``files``, and each of ``generated`` that the tree lacks,
-    written and recorded in the manifest ``name`` (in the tree's git directory) with their sha256; what the manifest
-    lists that is no longer wanted is removed. Refused before anything is written: to overwrite a file the tree tracks
-    or one the manifest does not list as written (an earlier copy that changed since)."""
+    """The one writer of the tool's files in ``tests/``: ``files`` and what of ``generated`` the tree lacks, recorded
+    with their sha256 in the manifest ``name``; the manifest's others are removed; one in the way refuses it all."""
     manifest_file = git_path(tree, name)
     manifest: dict[str, list[str]] = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
     listed = git("--literal-pathspecs", "ls-files", "-z", "--cached", "--", *files, *generated, *manifest, cwd=tree)
@@ -247,7 +244,7 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
     removed = [path for path in stale if _remove_copy(tree, path)]
     kept = {p: manifest[p] for p in stale if p not in removed} | {p: [_sha(d)] for p, d in wanted.items()}
     write_file(manifest_file, json.dumps(kept, indent=1, sort_keys=True) + "\n")
-    remove_excludes(tree, [f"/{path}" for path in manifest if path not in kept])
+    add_excludes(tree, [], drop=[f"/{path}" for path in manifest if path not in kept])
     return sorted(changed)
 
 

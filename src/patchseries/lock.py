@@ -1,7 +1,6 @@
 """The tool's one lock: an exclusive ``flock``, taken or refused at once, held for the whole command, on a work
-directory (its file ``patchseries.lock`` names the run), a series folder that ``export`` or ``forward`` rewrites or a
-``dist`` folder that ``wheels`` writes (the folder's own ``flock``). The kernel drops a ``flock`` when its process ends
-however it ends: nothing is left to refuse the next run."""
+directory (its ``patchseries.lock`` names the run), a series folder or a ``dist`` folder. The kernel drops a ``flock``
+when its process ends however it ends: nothing is left to refuse the next run."""
 
 from __future__ import annotations
 
@@ -22,10 +21,7 @@ LOCK_NAME = "patchseries.lock"
 _WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs", LOCK_NAME, SCRATCH)  # what it writes
 
 
-class Lock:
-    """The ``flock`` of the folder ``path``, or of a lock file made there (``file``); a second holder is refused with
-    ``refusal(holder)``, ``holder`` being what the lock file says ("" for a folder)."""
-
+class Lock:  # the flock of the folder or lock file path; a second holder is refused with refusal(its lock file)
     def __init__(self, path: Path, refusal: Callable[[str], str], *, file: bool = False) -> None:
         self.path, self.refusal, self.file = path, refusal, file
         self.fd: int | None = None
@@ -68,18 +64,11 @@ def hold(path: Path, refusal: Callable[[str], str], *, file: bool = False, make:
 
 @contextmanager
 def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Iterator[None]:
-    """Hold the work directory's lock, naming the run (``what``). Its holder owns the scratch folder
-    ``<workdir>/patchseries-tmp``: emptied when taken (of what a killed run left) and when released."""
+    """Hold the work directory's lock, naming the run; its holder owns the scratch folder, emptied on both ends."""
     _refuse_unless_ignored(workdir, given_as)
     path = workdir / LOCK_NAME
-
-    def refusal(holder: str) -> str:
-        return (
-            f"another patchseries run ({holder or 'pid unknown'}) holds {path}; wait for it to end and re-run, "
-            "or pass another --workdir"
-        )
-
-    with hold(path, refusal, file=True, make=True) as lock:
+    refusal = "another patchseries run ({}) holds {}; wait for it to end and re-run, or pass another --workdir"
+    with hold(path, lambda holder: refusal.format(holder or "pid unknown", path), file=True, make=True) as lock:
         assert lock.fd is not None
         os.ftruncate(lock.fd, 0)
         os.write(lock.fd, f"pid {os.getpid()}: {what}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())

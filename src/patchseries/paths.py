@@ -41,8 +41,7 @@ def name_option(value: str) -> str:
 
 
 def project_root() -> Path | None:
-    """The checkout this package runs from, else (an installed package) the nearest of the current directory and its
-    parents, that has ``patches/series``."""
+    """This package's checkout, else (installed) the nearest of the current directory and its parents with a series."""
     here = Path.cwd().resolve()
     roots = (PROJECT_ROOT, here, *here.parents)
     return next((root for root in roots if (root / SERIES_DIR / "series").is_file()), None)
@@ -57,9 +56,7 @@ class _Under:  # a path of a Workspace: <its attribute>/<name>
 
 
 @dataclass(frozen=True)
-class Workspace:
-    """Paths of one run: ``patches`` holds the series, ``workdir`` all the tool makes, ``project`` the project root."""
-
+class Workspace:  # paths of one run: patches holds the series, workdir all the tool makes, project the project root
     patches: Path
     workdir: Path
     project: Path | None = None
@@ -130,8 +127,7 @@ def kept_path(path: Path) -> Path:
 
 
 def remove(path: Path) -> None:
-    """Remove a file or folder if it exists; a file that cannot be removed is named by its full path (rmtree's own
-    error names it relative to its folder)."""
+    """Remove a file or folder if it exists; a file that cannot be removed is named by its full path, not rmtree's."""
 
     def named(function: Any, failed: str, error: Any) -> None:
         error = error if isinstance(error, BaseException) else error[1]  # onexc, or onerror's exc_info

@@ -1,5 +1,4 @@
-"""The pinned base, ``patches/base.toml``: the Lightning release the series is made against, where to get it, and the
-release wheels. The one reader of that file: every command reads and checks all of it before anything is fetched."""
+"""The pinned base, ``patches/base.toml``, and its one reader: every command checks all of it before any fetch."""
 
 from __future__ import annotations
 
@@ -49,7 +48,6 @@ _CHECKS: dict[str, tuple[Callable[[Any], Any], str]] = {
     ),
     "date": (dt.date.fromisoformat, "is not a date such as 2026-09-10: {}"),
     "module": (_IDENTIFIER, "is not a module name (such as pytorch): {}"),
-    # the kinds below are not strings
     "count": (lambda value: type(value) is int and value >= 1, "is not a positive integer (such as 7): {}"),
     "paths": (_list_of(str.strip), "is not a list of paths: {}"),
     "modules": (_list_of(_IDENTIFIER), 'is not a list of subpackage names (such as ["pytorch", "fabric"]): {}'),
@@ -58,9 +56,7 @@ _NOT_STRINGS = ("count", "paths", "modules")
 
 
 @dataclass(frozen=True)
-class Standalone:
-    """``[wheels.<name>]``: one standalone package the release wheels include."""
-
+class Standalone:  # [wheels.<name>]: one standalone package the release wheels include
     name: str  # the import name and the wheel's name: pytorch_lightning
     subpackage: str  # the unified package's subpackage it mirrors: pytorch (lightning.pytorch)
     url: str
@@ -68,15 +64,9 @@ class Standalone:
     root: str  # the sdist's top folder
     ships: tuple[str, ...]  # the subpackages whose mirrors its sdist carries: pytorch, fabric
 
-    @property
-    def sdist_filename(self) -> str:
-        return self.url.rsplit("/", 1)[-1]
-
 
 @dataclass(frozen=True)
-class Wheels:
-    """``[wheels]``: the release wheels' series number, the fingerprint released under it, the standalone packages."""
-
+class Wheels:  # [wheels]: the wheels' series number, the fingerprint released under it, the standalone packages
     series_version: int
     fingerprint: str
     standalones: tuple[Standalone, ...]
@@ -106,13 +96,11 @@ class Pin:
         return bool(self.sdist_url)
 
     @property
-    def identity(self) -> str:
-        """The base this pin names, as an edit tree records it."""
+    def identity(self) -> str:  # the base this pin names, as an edit tree records it
         return f"{self.name} {self.where}"
 
     @property
-    def where(self) -> str:
-        """The pinned upstream ref: a tag, or a commit for a series against an unreleased branch."""
+    def where(self) -> str:  # the pinned upstream ref: a tag, or a commit for a series against an unreleased branch
         return self.commit or self.tag
 
 
@@ -172,8 +160,7 @@ def _wheels(data: dict[str, Any], unified: str) -> Wheels:
 
 
 def _table(parent: dict[str, Any], name: str, optional: tuple[str, ...] = (), prefix: str = "") -> dict[str, Any]:
-    """The values of the table ``parent[name]``, each checked as ``_SCHEMA`` says; ``optional``: more keys that may be
-    absent. The sub-tables of ``[wheels]`` (the standalone packages) are checked on their own."""
+    """The values of ``parent[name]``, checked as ``_SCHEMA`` says (``optional``: more keys that may be absent)."""
     where, table = prefix + name, parent.get(name)
     schema = _SCHEMA["wheels.*" if prefix else name]
     if not isinstance(table, dict):

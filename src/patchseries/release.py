@@ -38,9 +38,7 @@ Files = dict[str, bytes | None]  # what a wheel must hold: member -> bytes (None
 
 
 @dataclass(frozen=True)
-class WheelPin:
-    """What the wheel commands build (``[wheels]`` of the pin) and the fingerprint of the series built."""
-
+class WheelPin:  # what the wheel commands build ([wheels] of the pin) and the fingerprint of the series built
     pin: Pin
     series_version: int
     standalones: tuple[Standalone, ...]
@@ -92,9 +90,7 @@ def load_wheel_pin(path: Path, pin: Pin) -> WheelPin:
 
 
 @dataclass(frozen=True)
-class PackageMapping:
-    """The paths and imports of the unified package as one package has them."""
-
+class PackageMapping:  # the paths and imports of the unified package as one package has them
     base: str  # the unified package: lightning
     prefixes: dict[str, str]  # src/lightning/pytorch/ -> src/pytorch_lightning/
     imports: tuple[tuple[str, str], ...]  # (lightning.pytorch, pytorch_lightning), ... in upstream's order
@@ -115,8 +111,7 @@ class PackageMapping:
 def replace_imports(
     lines: list[str], mapping: tuple[tuple[str, str], ...], lightning_by: str = "", base: str = "lightning"
 ) -> list[str]:
-    """Upstream's ``_replace_imports`` (``.actions/assistant.py`` of Lightning 2.6.6), rule for rule; with
-    ``lightning_by``, ``from lightning import`` and ``import lightning`` become imports of it, as upstream does."""
+    """Upstream's ``_replace_imports`` (Lightning 2.6.6, ``.actions/assistant.py``), rule for rule."""
     out = lines[:]
     for source, target in mapping:
         for index, line in enumerate(out):
@@ -129,8 +124,7 @@ def replace_imports(
 
 
 def patches_in(wheel_pin: WheelPin, patches: list[Patch]) -> dict[str, list[str]]:
-    """The patches that change each package; one that changes a path with no counterpart in a package (the unified
-    ``__init__.py`` in ``pytorch_lightning``), other than one no sdist ships or another package ships, is refused."""
+    """The patches that change each package; a path with no counterpart in a package that ships its folder refuses."""
     found: dict[str, list[str]] = {}
     for package in wheel_pin.packages:
         mapping, found[package] = wheel_pin.mapping(package), []
@@ -149,8 +143,7 @@ def patches_in(wheel_pin: WheelPin, patches: list[Patch]) -> dict[str, list[str]
 def build_wheels(
     ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log
 ) -> tuple[dict[Path, list[str]], list[Path]]:
-    """Build and check every package's wheel in a fresh folder, then move the new ones into ``dist``; each wheel there
-    with the patches that change its package, and the wheels that were there already (kept)."""
+    """Build and check the wheels in a fresh folder, move new ones into ``dist``: each with its patches; the kept."""
     pin, version = wheel_pin.pin, wheel_pin.local_version
     busy = (f"another patchseries run{{}} is writing wheels into {dist} (it holds that folder's lock); wait for it to "
             "end and re-run, or pass another --dist; nothing was written to dist/")  # fmt: skip
@@ -198,8 +191,7 @@ def series_files(tree: Path, mapping: PackageMapping) -> dict[str, str]:
 
 
 def _mirror(release: Path, tree: Path, sdist: Path, mapping: PackageMapping, sdist_name: str) -> Files:
-    """Each file the series changes in the package, once the sdist's is the release's, written into the sdist as the
-    tree has it, mapped (one the series deletes: removed): the files the wheel must hold."""
+    """Write each file the series changes into the sdist, once its is the release's: what the wheel must hold."""
     files: Files = {}
     for path, target in series_files(tree, mapping).items():
         was, now, file = mapping.read(release / path, path), mapping.read(tree / path, path), sdist / target
@@ -288,8 +280,7 @@ def built_from(wheel: Path) -> str | None:
 def kept(
     target: Path, series: str, held: Files | None = None, then: str = " and re-run; nothing was written to dist/"
 ) -> bool:
-    """Whether a wheel the tool built from ``series`` is at ``target`` (kept as it is: a version names one series),
-    holding what a build of it holds (``held``, once built); anything else there is refused."""
+    """Whether a wheel built from ``series`` (holding ``held``) is at ``target``, to keep; anything else refuses."""
     if not (target.exists() or target.is_symlink()):
         return False
     mv = shell("mv", target, kept_path(target))
@@ -305,8 +296,7 @@ def kept(
 
 
 def move_into(dist: Path, wheels: dict[Path, Files], series: str, lock: Lock) -> list[Path]:
-    """Copy the ``wheels`` not in ``dist`` yet into a staging folder there and rename each in, under ``lock``; a
-    failure or an interrupt on the way removes those renamed in. The wheels kept as they were."""
+    """Stage the ``wheels`` not in ``dist`` yet there and rename each in (none if interrupted); the ones kept."""
     lock.acquire(make=True)  # held from here on (if it was not already): no other run writes dist/ meanwhile
     staging = dist / STAGING
     shutil.rmtree(staging, ignore_errors=True)  # a killed run's: no live run holds the lock

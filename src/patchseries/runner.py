@@ -47,8 +47,7 @@ def pytest_sessionfinish(session):
 
 
 def torch_release(version: str, python: tuple[int, int] | None = None) -> str:
-    """``version`` as the table's full release number (``2.13`` is ``2.13.0``: one environment), refused unless the
-    table has it and, given ``python``, Lightning supports that Python and torch has a wheel for it."""
+    """``version`` as the table's full release number (``2.13`` is ``2.13.0``), refused unless known for ``python``."""
     match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
     if not match:
         raise SeriesError(f"unknown torch version {version!r}: expected a release number such as {DEFAULT_TORCH}")
@@ -140,9 +139,7 @@ def is_ready(venv: Path, recipe: str) -> bool:  # built by build_venv from recip
 def build_venv(
     venv: Path, python: str, uv: str | None, args: list[str], cannot: str, log: Log, recipe: str | None = None
 ) -> None:
-    """The one builder of virtual environments: ``python`` with ``args`` installed (uv, else venv and pip; ``cannot``:
-    what a failure says) and ``recipe`` in its ready-marker, in a fresh folder beside ``venv`` that becomes a link to it
-    last (a venv cannot be moved: its scripts name its path); a failed build is removed, a killed run's by the next."""
+    """The one builder of virtual environments: ``python`` with ``args`` installed and ``recipe`` as its marker."""
     remove(venv)
     for old in venv.parent.glob(glob.escape(venv.name) + "." + "[0-9a-f]" * 8):
         shutil.rmtree(old, ignore_errors=True)
@@ -160,7 +157,7 @@ def build_venv(
     except BaseException:
         shutil.rmtree(build, ignore_errors=True)
         raise
-    venv.symlink_to(build.name, target_is_directory=True)
+    venv.symlink_to(build.name, target_is_directory=True)  # last: a venv cannot be moved (its scripts name its path)
 
 
 def run_installer(command: list[str], what: str, log: Log) -> None:
@@ -184,8 +181,7 @@ def run_installer(command: list[str], what: str, log: Log) -> None:
 
 
 def _reason(output: str) -> str:
-    """The cause an installer gives: pip's first ``ERROR:`` line, else the last of uv's chain of causes (``Connection
-    refused``), with the address it could not fetch if any; hints and notices left out."""
+    """The cause an installer gives: pip's first ``ERROR:`` line, else uv's last cause, with the address it fetched."""
     lines = [re.sub(r"^(cause|Caused by): ", "", line.strip(" ╰─▶×│")) for line in output.splitlines()]
     hints = ("hint:", "help:", "warning:", "WARNING:", "note:", "[notice]")  # never the cause
     lines = [line for line in lines if line and not line.startswith(hints)]
@@ -228,8 +224,7 @@ def run_tests(
     env: Environment, tree: Path, test_files: list[str], changed_sources: list[str], reports: Path,
     pytest_args: tuple[str, ...] = (), source_override: Path | None = None,
 ) -> TestOutcome:  # fmt: skip
-    """Run ``test_files`` as upstream does, from ``tests/``, covering ``changed_sources``; ``source_override``: a
-    ``src/`` put first on the path instead of the editable install (the matrix's tree without the series)."""
+    """Run ``test_files`` from ``tests/``, covering ``changed_sources``; ``source_override``: a ``src/`` put first."""
     if not test_files:
         raise SeriesError("no test module to run: the series adds none under tests/, and acceptance/ has none")
     remove(reports)  # no report of an earlier run is taken for this one's

@@ -136,7 +136,12 @@ def parse_patch(path: Path) -> Patch:
         reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
         raise SeriesError(f"{path.name} is malformed: {reason}")
     subject = re.sub(r"^\[[^\]]*\] ", "", str(subject))  # without git's [PATCH]
-    return Patch(path=path, subject=subject, changes=tuple(changes), trailers=tuple(_trailers(lines)))
+    trailers: list[tuple[str, str]] = []  # the ``Key: value`` block that ends the message, before ``---``
+    for line in reversed(lines[: lines.index("---")] if "---" in lines else []):
+        if not (match := _TRAILER.match(line)):
+            break
+        trailers.insert(0, (match.group(1), match.group(2)))
+    return Patch(path=path, subject=subject, changes=tuple(changes), trailers=tuple(trailers))
 
 
 def without_author(patch: bytes) -> bytes:
@@ -153,14 +158,10 @@ def has_crlf(patch: Path) -> bool:
 
 
 def crlf_problem(path: Path, reexport: str | None = None, name: str | None = None) -> str:
-    """What ``check`` and ``wheels`` say of a patch or ``series`` file converted to CRLF; ``check`` adds the export
-    that rewrites it (``reexport``), which ``wheels`` cannot know works."""
-    convert = f"perl -pi -e 's/\\r$//' {shlex.quote(str(path))}"
+    """What ``check`` and ``wheels`` say of a file converted to CRLF; ``reexport``: the export that rewrites it."""
+    convert = f"convert it back with `perl -pi -e 's/\\r$//' {shlex.quote(str(path))}`"
     also = f", or re-export it from your edit tree with `{reexport}`" if reexport else ""
-    return (
-        f"{name or path.name} has CRLF line endings, which export does not write; convert it back with `{convert}`"
-        + also
-    )
+    return f"{name or path.name} has CRLF line endings, which export does not write; {convert}{also}"
 
 
 def keep_cr(patch: Path) -> list[str]:
@@ -171,30 +172,23 @@ def keep_cr(patch: Path) -> list[str]:
 def dropped_hunks(
     repo: Path, base: str, committed: list[Patch], lacks: tuple[str, ...], exported: list[Path] | None = None
 ) -> list[str]:
-    """``"<patch>'s hunks for <paths>"`` for each ``committed`` patch that changes files under ``lacks`` that
-    ``base`` of ``repo`` lacks and no earlier patch adds: what an export of ``repo`` would drop (``exported``: its
-    patches). The whole series is compared, so that a reworded or skipped patch cannot hide a loss."""
+    """What an export drops: each patch's hunks for ``lacks`` paths that neither the base nor an earlier patch adds."""
     if not lacks:
         return []
     exported_new = {path for patch in exported or [] for path in parse_patch(patch).new_files}
-    added_by_series: set[str] = set()
+    new: set[str] = set()  # the whole series is compared: a reworded or skipped patch cannot hide a loss
     dropped = []
     for old in committed:
-        lost = [
-            p
-            for p in old.touched_existing
-            if p.startswith(lacks) and p not in added_by_series and not has_path(repo, p, base)
-        ]
+        lost = [p for p in old.touched_existing if p.startswith(lacks) and p not in new and not has_path(repo, p, base)]
         if lost:
             shown = [f"{p} (replaced by a new file there)" if p in exported_new else p for p in lost]
             dropped.append(f"{old.name}'s hunks for {', '.join(shown)}")
-        added_by_series.update(old.new_files)
+        new.update(old.new_files)
     return dropped
 
 
 def diff_paths(line: str) -> tuple[str, str] | None:
-    """The old and new path of a ``diff --git`` line, or ``None``: equal halves (a path may have a space), else
-    C-quoted ones, else a rename without spaces."""
+    """A ``diff --git`` line's old and new path, or ``None``: equal halves, else C-quoted ones, else a plain rename."""
     if not line.startswith("diff --git "):
         return None
     rest = line[len("diff --git ") :]
@@ -216,19 +210,16 @@ def diff_paths(line: str) -> tuple[str, str] | None:
 
 
 def file_sections(diff: str) -> list[str]:
-    """The per-file sections of a diff, each from its ``diff --git`` line to the next."""
     return _FILE_SECTION_START.split(diff)[1:]
 
 
-def section_path(section: str) -> str:
-    """The (new) path a section changes, or ``""``."""
+def section_path(section: str) -> str:  # the (new) path a section changes, or ""
     paths = diff_paths(section.split("\n", 1)[0])
     return paths[1] if paths else ""
 
 
 def hunks(section: str) -> list[list[tuple[str, int, str]]]:
-    """The one reader of diff hunks: each hunk of a section as ``(marker, number in the new file, text less CR)``,
-    as long as its header says (format-patch's signature after the last is no line of it)."""
+    """The one reader of hunks: ``(marker, number in the new file, text less CR)``, as many as the header says."""
     result = []
     lines = iter(section.split("\n"))
     for line in lines:
@@ -254,19 +245,7 @@ def hunks(section: str) -> list[list[tuple[str, int, str]]]:
 
 
 def fingerprint(patches: list[Patch]) -> str:
-    """A digest of the series' content: the same series always gives the same value."""
     digest = hashlib.sha256()
     for patch in patches:
         digest.update(patch.name.encode() + b"\0" + patch.path.read_bytes() + b"\0")
     return digest.hexdigest()
-
-
-def _trailers(lines: list[str]) -> list[tuple[str, str]]:
-    """The ``Key: value`` trailer block that ends the commit message (just before the ``---`` separator)."""
-    block: list[tuple[str, str]] = []
-    for line in reversed(lines[: lines.index("---")] if "---" in lines else []):
-        match = _TRAILER.match(line)
-        if not match:
-            break
-        block.insert(0, (match.group(1), match.group(2)))
-    return block

@@ -1,6 +1,5 @@
-"""``patchseries test-wheels``: the wheels in ``dist/`` installed as users get them (never editable) into a fresh
-environment with a torch release, then checked against the installed package: its version and origin, the files the
-series changes (:func:`check_installed`), and the acceptance suite run from a folder of its own, imports mapped."""
+"""``patchseries test-wheels``: the wheels of ``dist/`` installed as users get them into a fresh environment with a
+torch release, then checked: version and origin, the files the series changes, the acceptance suite (imports mapped)."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ def find_wheel(dist: Path, package: str, local_version: str, rebuild: str) -> Pa
 
 
 def check_installed(tree: Path, mapping: PackageMapping, site_packages: Path) -> tuple[bool, list[str]]:
-    """Each file the series changes in the package, mapped as its wheel is built from the tool's ``tree``, against the
-    installed one byte for byte (one the series deletes: absent); whether all are (and at least one), and a report."""
+    """Whether each file the series changes in the package (at least one) is installed as its wheel has it; a report."""
     files = {target.removeprefix("src/"): mapping.read(tree / path, path)
              for path, target in release.series_files(tree, mapping).items()}  # fmt: skip
     installed = {path: (site_packages / path).read_bytes() for path in files if (site_packages / path).is_file()}
@@ -57,8 +55,7 @@ def run_wheel_test(
     ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], package: str, torch: str, dist: Path, log: Log,
     rebuild: str, installer: str = "auto", pytest_args: tuple[str, ...] = (),
 ) -> tuple[int, str]:  # fmt: skip
-    """Install ``package``'s wheel from ``dist`` with ``torch`` into a fresh environment and test it (module doc): the
-    exit status and the summary. ``rebuild``: the command that builds the wheels into ``dist`` (a refusal's remedy)."""
+    """Install ``package``'s wheel with ``torch`` in a fresh environment and test it: exit status and summary."""
     pin, version = wheel_pin.pin, wheel_pin.local_version
     wheel = find_wheel(dist, package, version, rebuild)
     metadata = release.dist_info(wheel, "METADATA") or ""  # the wheels of dist/ it requires, not PyPI's
@@ -110,8 +107,7 @@ def run_wheel_test(
 
 
 def _write_suite(source: Path, root: Path, suites: list[str], mapping: PackageMapping) -> list[str]:
-    """The acceptance suite's files of ``suites`` under ``root/tests``, imports mapped, with RunIf and package markers;
-    its test modules (``tests/...`` paths)."""
+    """The acceptance suite of ``suites`` in ``root/tests``, mapped, with RunIf and markers; its test modules."""
     files = [r for r in source_files(source) if r.split("/", 1)[0] in suites]
     written = [(root / "tests" / r, (source / r).read_text(errors="surrogateescape")) for r in files]
     for suite in (suite for suite in suites if f"{suite}/helpers/runif.py" not in files):
