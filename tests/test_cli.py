@@ -366,18 +366,20 @@ def test_forward_of_a_series_pinned_to_a_commit_names_the_release_series(synthet
     ]
 
 
-def test_blank_workdir_variable_is_refused_and_makes_nothing(synthetic, tmp_path):
-    """``PATCHSERIES_WORKDIR=" "`` makes no directory named " " in the current directory."""
+@pytest.mark.parametrize("value", [" ", "/tmp/a\nb"], ids=["blank", "newline"])
+def test_a_blank_or_control_character_workdir_variable_is_refused_and_makes_nothing(synthetic, tmp_path, value):
+    """``PATCHSERIES_WORKDIR=" "`` makes no directory named " " in the current directory; a newline, none split."""
     here = tmp_path / "here"
     here.mkdir()
 
-    env = {**os.environ, "PATCHSERIES_WORKDIR": " "}
+    env = {**os.environ, "PATCHSERIES_WORKDIR": value}
 
     proc = cli("apply", "--patches", str(synthetic.ws.patches), cwd=here, env=env)
 
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        "error: PATCHSERIES_WORKDIR=' ' is blank; set it to a directory, or unset it to use .work/ beside patches/"
+        f"error: PATCHSERIES_WORKDIR={value!r} is blank or has a control character; set it to a directory, or unset "
+        "it to use .work/ beside patches/"
     ]
     assert list(here.iterdir()) == []
 

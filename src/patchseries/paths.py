@@ -98,9 +98,9 @@ class Workspace:  # paths of one run: patches holds the series, workdir all the 
             raise SeriesError(
                 f"--patches {patches} is not a directory; pass the series folder (the one with series and base.toml)"
             )
-        if env and not env.strip():  # as a blank --workdir is refused
-            blank = f"{WORKDIR_ENV}={env!r} is blank; set it to a directory, or unset it to use .work/ beside patches/"
-            raise SeriesError(blank)
+        if env and (not env.strip() or _CONTROL.search(env)):  # as such a --workdir is refused
+            raise SeriesError(f"{WORKDIR_ENV}={env!r} is blank or has a control character; set it to a directory, "
+                              "or unset it to use .work/ beside patches/")  # fmt: skip
         options += ("--workdir", str(workdir.resolve())) if workdir else ()
         workdir = (workdir or (Path(env) if env else (root or patches.resolve().parent) / ".work")).resolve()
         if workdir.exists() and not workdir.is_dir():
