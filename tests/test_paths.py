@@ -10,6 +10,7 @@ import pytest
 
 from conftest import cli
 from patchseries.paths import PROJECT_ROOT, remove
+from patchseries.series import read_series
 
 
 def _installed_copy(tmp_path):
@@ -65,3 +66,11 @@ def test_a_file_that_cannot_be_removed_is_named_by_its_full_path(tmp_path, monke
         remove(tmp_path / "old-tree")
 
     assert raised.value.filename == str(folder / "__init__.py")
+
+
+def test_the_series_of_the_checkout_the_tool_runs_in_is_the_one_it_works_on(synthetic):
+    """Run from another checkout (a linked worktree of the project) with this one's tool: that checkout's series."""
+    proc = cli("status", cwd=synthetic.ws.patches.parent)
+
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n", 1)[0] == read_series(synthetic.ws.series_file)[0].name

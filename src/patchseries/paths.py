@@ -41,9 +41,10 @@ def name_option(value: str) -> str:
 
 
 def project_root() -> Path | None:
-    """This package's checkout, else (installed) the nearest of the current directory and its parents with a series."""
+    """The nearest of the current directory and its parents with a series (another checkout, a linked worktree of
+    this one), else this package's checkout."""
     here = Path.cwd().resolve()
-    roots = (PROJECT_ROOT, here, *here.parents)
+    roots = (here, *here.parents, PROJECT_ROOT)
     return next((root for root in roots if (root / SERIES_DIR / "series").is_file()), None)
 
 
