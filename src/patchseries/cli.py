@@ -130,8 +130,7 @@ def _workspace(args: argparse.Namespace) -> Workspace:
         wheel_pin = load_wheel_pin(ws.pin_file, pin)
         default = [wheel_pin.pin.name, *(s.name for s in wheel_pin.standalones if s.subpackage == "pytorch")]
         args.package = list(dict.fromkeys(getattr(args, "package", None) or default))
-        unknown = [p for p in args.package if p not in wheel_pin.packages]
-        if unknown:
+        if unknown := [p for p in args.package if p not in wheel_pin.packages]:
             raise SeriesError(f"--package {unknown[0]} is not one of the wheels: {', '.join(wheel_pin.packages)}")
     return ws
 
@@ -276,8 +275,7 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
 
 
 def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> str:
-    """The command that writes ``patches_dir`` again: ``forward`` for a forward series, else ``export`` of the first
-    edit tree there is (docs/options.md, ``check``), after the ``edit`` that makes it if there is none."""
+    """``forward`` for a forward series, else ``export`` of the first edit tree there is, after ``edit`` if none."""
     from patchseries.trees import EDIT_DIR, checkout_tree_name
 
     given = ("--checkout", checkout) if checkout is not None else ()
@@ -302,14 +300,11 @@ def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin,
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.forward import forward_series
 
-    release_pin, release_patches = load_pin(ws.pin_file), read_series(ws.series_file)
-    target_dir = args.to or ws.patches / FORWARD_DIR
+    pin, patches, target_dir = load_pin(ws.pin_file), read_series(ws.series_file), args.to or ws.patches / FORWARD_DIR
     target, check = load_pin(target_dir / "base.toml"), ws.command("check", "--checkout", args.checkout)
     if not target.commit:
         raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')
-    results = forward_series(
-        args.checkout, release_pin, release_patches, target, target_dir, ws.scratch, args.author, check
-    )
+    results = forward_series(args.checkout, pin, patches, target, target_dir, ws.scratch, args.author, check)
     if _print_table(results):
         print(f"error: conflicts; {target_dir} was left as it was", file=sys.stderr)
         return 1

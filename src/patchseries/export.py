@@ -61,10 +61,8 @@ def export_series(
     drop_lacking: bool = False, author: str | None = None, refuse_placeholder_authors: bool = False,
     edit: str = tool_command("edit"), log: Log = quiet,
 ) -> list[str]:  # fmt: skip
-    """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files and ``series`` into ``patches_dir``, made in a
-    fresh folder and renamed in last. What it replaces must be kept elsewhere (git, its record); hunks
-    for files the base lacks (``lacks``) are dropped only with ``drop_lacking``; ``log`` gets a note when it removes a
-    committed patch whose change the branch lacks."""
+    """Write ``base..branch`` as ``NNNN-*.patch`` and ``series`` into ``patches_dir``, renamed in from a fresh folder;
+    what it replaces must be kept (by git, or its record); hunks for ``lacks`` dropped only with ``drop_lacking``."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
     label, branch = branch, branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
@@ -219,8 +217,7 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
     """Refuse to export ``repo`` into a series that pins another base: known by the record ``edit`` wrote, else by
     the commit of its branch ``base`` (the pinned commit, the sdist's base commit, or the pinned tag's)."""
     record = BaseRecord.read(repo)
-    commit = _commit(repo, BASE_REF)
-    if not commit:
+    if not (commit := _commit(repo, BASE_REF)):
         return  # no branch base: export_series says so
     if record is not None and record.commit not in ("", commit):  # a commit on base would be in no patch
         raise SeriesError(
@@ -248,10 +245,8 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
 
 
 def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: str) -> None:
-    """Refuse a worktree's work that export would leave out: uncommitted changes, and commits at its HEAD on top of
-    the exported branch (a ``checkout -b wip``, a detached HEAD)."""
-    dirty = uncommitted_files(worktree, user_config=True)  # what the person's own gitignore hides is not work
-    if dirty:
+    """Refuse uncommitted changes, and commits at HEAD on top of ``branch`` (``checkout -b wip``, a detached HEAD)."""
+    if dirty := uncommitted_files(worktree, user_config=True):  # what the person's own gitignore hides is not work
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
         raise SeriesError(
             f"{worktree} has uncommitted changes ({shown}), which export would leave out; commit them on {label} (git "
@@ -260,8 +255,7 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
     head = _head(worktree)
     if head == branch or git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode:
         return
-    beyond = out("rev-list", f"{branch}..HEAD", cwd=worktree).split()
-    if beyond:
+    if beyond := out("rev-list", f"{branch}..HEAD", cwd=worktree).split():
         where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
         at = next((w for w in worktrees(worktree) if _head(w) == branch), None)  # git moves it there by a merge
         move = (
@@ -278,8 +272,7 @@ def _head(worktree: Path) -> str:  # the branch checked out there, "" for a deta
 
 
 def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> None:
-    """Refuse a commit that changes no file, and a message line where ``git am`` ends a message (``---``, ``diff -``,
-    ``Index: ``): applied, the patch would lose the rest of its message."""
+    """Refuse a commit that changes no file, or with a line where ``git am`` ends a message (``---``, ``Index: ``)."""
     rebase = shell("git", "-C", repo, "rebase", "-i", base_label)
     for commit in out("rev-list", "--reverse", commits, cwd=repo).split():
         message = git("cat-file", "commit", commit, cwd=repo).stdout.split("\n\n", 1)[-1]
@@ -290,8 +283,7 @@ def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> N
                 f"cannot apply; drop it ({rebase}, `drop`); nothing was written"
             )
         body = message.split("\n\n", 1)[1] if "\n\n" in message else ""
-        cut = next((line for line in body.splitlines() if _PATCH_BREAK.match(line)), None)
-        if cut is not None:
+        if (cut := next((line for line in body.splitlines() if _PATCH_BREAK.match(line)), None)) is not None:
             raise SeriesError(
                 f"commit {commit[:12]} ({subject}) has the line {cut!r} in its message, where `git am` ends a message "
                 f"and starts the diff: applied, the patch would lose the rest of it; reword it ({rebase}, `reword`), "
@@ -305,10 +297,8 @@ def is_placeholder(identity: str) -> bool:
     return "@" in identity and (domain == "invalid" or domain.endswith(".invalid"))
 
 
-def _commit(repo: Path, revision: str) -> str:
-    """The commit ``revision`` names in ``repo``, or ``""``."""
-    found = git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False)
-    return found.stdout.strip()
+def _commit(repo: Path, revision: str) -> str:  # the commit ``revision`` names in ``repo``, or ""
+    return git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False).stdout.strip()
 
 
 def fetch_command(repo: Path, ref: str) -> str:
@@ -319,8 +309,7 @@ def fetch_command(repo: Path, ref: str) -> str:
 
 @contextmanager
 def scratch_clone(repo: Path, commit: str, scratch: Path) -> Iterator[Path]:
-    """A clone of ``repo`` (objects shared) at ``commit``, in a fresh folder of the run's scratch folder ``scratch``
-    (which the work directory's lock empties after a killed run)."""
+    """A clone of ``repo`` (objects shared) at ``commit`` in a fresh folder of ``scratch``, which the lock empties."""
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         git("clone", "--quiet", "--shared", "--no-checkout", repo, tree := Path(tmp) / "tree")
@@ -344,9 +333,7 @@ def _authored(repo: Path, base: str, branch: str, author: str, scratch: Path) ->
 
 
 @dataclass
-class DriftReport:
-    """What the drift check found: ``problems`` fail it; ``unchecked`` lists, per patch, the paths this base lacks."""
-
+class DriftReport:  # what the drift check found: problems fail it; unchecked lists, per patch, paths the base lacks
     problems: list[str] = field(default_factory=list)
     unchecked: dict[str, list[str]] = field(default_factory=dict)
 
@@ -355,12 +342,9 @@ def drift_report(
     base_repo: Path, patches: list[Patch], patches_dir: Path, scratch: Path, lacks: tuple[str, ...] = (),
     base: str = BASE_REF, reexport: str = tool_command("export"),
 ) -> DriftReport:  # fmt: skip
-    """Apply the patches to a clone of the base in the run's folder ``scratch`` with no whitespace error, export them
-    again, and list every difference, then the command that writes the series again (``reexport``) after keeping a
-    copy of each file export would not replace (:func:`unkept`); hunks for files the base lacks (``lacks``) are left
-    out, as applying leaves them out, and reported as unchecked."""
-    base_commit = _commit(base_repo, base)
-    if not base_commit:
+    """Apply the patches to a clone of the base without whitespace errors, export them again and list every difference,
+    then ``reexport`` (after copying files export would not replace); hunks for ``lacks`` are reported unchecked."""
+    if not (base_commit := _commit(base_repo, base)):
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it "
                           f"({fetch_command(base_repo, base)}) and re-run")  # fmt: skip
     report = DriftReport()
@@ -368,8 +352,7 @@ def drift_report(
         git("checkout", "--quiet", "-b", "drift-check", cwd=tree)
         applied: list[Patch] = []
         for patch in patches:
-            left_out = [p for p in patch.touched_existing if p.startswith(lacks) and not (tree / p).exists()]
-            if left_out:
+            if left_out := [p for p in patch.touched_existing if p.startswith(lacks) and not (tree / p).exists()]:
                 report.unchecked[patch.name] = left_out
             if len(left_out) == len(patch.changes):
                 continue
@@ -397,8 +380,7 @@ def drift_report(
 def _differences(
     patches: list[Patch], applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]]
 ) -> list[str]:
-    """Compare the applied patches with a fresh export of them, number aside (a patch that changes only files this
-    base lacks was skipped: the fresh numbers moved), then the series file with what export writes for ``patches``."""
+    """The applied patches against a fresh export, numbers aside (the skipped moved them), then the series file."""
     fresh = sorted(exported.glob("*.patch"))
     if [p.name[5:] for p in applied] != [p.name[5:] for p in fresh]:
         return [f"patch names differ from a fresh export: {[p.name for p in applied]} vs {[p.name for p in fresh]}"]

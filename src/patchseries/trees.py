@@ -150,8 +150,7 @@ def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path,
 
 
 def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
-    """The sdist in ``downloads/``, checked against the pin on every run; downloaded into the run's scratch folder
-    and moved there once its sha256 matches."""
+    """The sdist in ``downloads/``, checked on every run; a download is moved there once its sha256 matches the pin."""
     target = ws.downloads / pin.sdist_filename
     for folder in (ws.downloads, ws.scratch):
         folder.mkdir(parents=True, exist_ok=True)
@@ -260,8 +259,7 @@ def tool_tree(
     if source.kind == "sdist":  # the pinned sha256 is checked on every run, also when the tree is reused
         download_sdist(ws, pin, log)
     if tree.exists() or tree.is_symlink():
-        why = changes_since_built(tree)
-        if why is not None:
+        if (why := changes_since_built(tree)) is not None:
             kept = kept_path(tree)
             move = shell("mv", tree, kept)  # a linked worktree's link to the tree moves with it (worktree repair)
             move += f" && {shell('git', '-C', kept, 'worktree', 'repair')}" if why.startswith("a linked") else ""
@@ -329,10 +327,8 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
     return result
 
 
-def changes_since_built(tree: Path) -> str | None:
-    """None when ``tree`` is as the tool built it, else what is not, in words."""
-    record = _read_json(tree / ".git" / RECORD, *RECORD_KEYS)
-    if record is None:
+def changes_since_built(tree: Path) -> str | None:  # None when ``tree`` is as the tool built it, else what is not
+    if (record := _read_json(tree / ".git" / RECORD, *RECORD_KEYS)) is None:
         return f"it has no readable record of what the tool built (.git/{RECORD})"
     refs = git("for-each-ref", "--format=%(refname) %(objectname)", cwd=tree, check=False).stdout  # "": unreadable
     head = git("symbolic-ref", "--quiet", "HEAD", cwd=tree, check=False).stdout  # "": detached
@@ -341,18 +337,15 @@ def changes_since_built(tree: Path) -> str | None:
     if found != expected:
         changed = sorted(ref for ref in found.keys() | expected.keys() if found.get(ref) != expected.get(ref))
         return f"its refs changed ({', '.join(changed)})"
-    linked = [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]
-    if linked:
+    if linked := [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]:
         return f"a linked worktree, {linked[0]}"
     # a commit the person made and then reset or checked out away: git keeps it in the reflog, and so does the tool
-    reflog_only = git("rev-list", "--reflog", "--not", BASE_REF, SERIES_REF, cwd=tree, check=False).stdout.split()
-    if reflog_only:
+    if reflog_only := git("rev-list", "--reflog", "--not", BASE_REF, SERIES_REF, cwd=tree, check=False).stdout.split():
         return f"{len(reflog_only)} commit{'s' * (len(reflog_only) > 1)} only in its reflog ({reflog_only[0][:12]})"
     recorded = _read_json(tree / ".git" / FILES) or {}
     added = [name for name, digest in _untracked(tree).items() if recorded.get(name) != digest]
     # the person's global gitignore is not the tool's; an edit to a file marked assume-unchanged is not in `git status`
-    files = sorted({*gitcmd.uncommitted_files(tree, own_ignores_only=True), *gitcmd.hidden_files(tree), *added})
-    if files:
+    if files := sorted({*gitcmd.uncommitted_files(tree, own_ignores_only=True), *gitcmd.hidden_files(tree), *added}):
         shown = ", ".join(files[:3]) + ", ..." * (len(files) > 3)
         return f"{len(files)} uncommitted file{'s' * (len(files) > 1)} ({shown})"
     return None
@@ -416,8 +409,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
     for patch in patches:
         # the hunks for files the sdist lacks (upstream docs and tests) and no earlier patch added
         lacking = [path for path in patch.touched_existing if path.startswith(pin.sdist_lacks)]
-        excludes = [path for path in lacking if base.source == "sdist" and not has_path(repo, path)]
-        if excludes:
+        if excludes := [path for path in lacking if base.source == "sdist" and not has_path(repo, path)]:
             result.excluded[patch.name] = excludes
             log(f"{patch.name}: excluding {', '.join(excludes)} (not shipped in the {base.source} base)")
         if len(excludes) == len(patch.changes):
@@ -449,12 +441,6 @@ def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str
     unmerged = out("diff", "--name-only", "--diff-filter=U", cwd=repo).splitlines()
     reported = {match.group(1) for match in _FAILED_FILE.finditer(proc.stdout + proc.stderr)}
     return sorted(set(unmerged) | reported)
-
-
-def abort_am(repo: Path) -> None:
-    """Undo a stopped ``git am`` in a scratch clone of the tool's: back to a clean tree at the commit before it."""
-    git("am", "--quit", cwd=repo, env=TOOL_IDENTITY)
-    git("reset", "--quiet", "--hard", cwd=repo, env=TOOL_IDENTITY)
 
 
 def base_worktree(ws: Workspace, repo: Path, suffix: str = "base") -> Path:
