@@ -162,8 +162,7 @@ def _package(value: str) -> str:  # as pip spells it too (pytorch-lightning): PE
     return canonicalize_name(name_option(value)).replace("-", "_")
 
 
-def cmd_base(args: argparse.Namespace, ws: Workspace) -> int:
-    """fetch, apply, edit (print the tree made) and test (the main job): the pinned base with the series."""
+def cmd_base(args: argparse.Namespace, ws: Workspace) -> int:  # fetch, apply, edit (print the tree) and test
     from patchseries.job import BaseChoice, get_source, prepare, run_main_job, summary
     from patchseries.trees import edit_tree, tool_tree
 

@@ -137,8 +137,7 @@ def _blob(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
-def _committed(folder: Path) -> dict[str, str]:
-    """The blob id of each file of ``folder`` that git holds at HEAD (none if ``folder`` is in no git repository)."""
+def _committed(folder: Path) -> dict[str, str]:  # each file of ``folder`` at HEAD: its blob id (none outside git)
     entries = git("-C", folder, "ls-tree", "-z", "HEAD", ".", check=False).stdout.split("\0")
     return {entry.split("\t", 1)[1]: entry.split()[2] for entry in entries if "\t" in entry}
 
@@ -160,8 +159,7 @@ def unkept(folder: Path, names: list[str], *records: Path) -> list[str]:
     return [name for name in names if (folder / name).is_file() and not holds(name)]
 
 
-def _refuse_losing(folder: Path, lost: list[str]) -> None:
-    """Refuse to replace or remove files of a person's (:func:`unkept`); the remedy commits them."""
+def _refuse_losing(folder: Path, lost: list[str]) -> None:  # files of a person's (unkept): the remedy commits them
     # a folder in no repository, or one its repository ignores, is committed in a repository of its own
     tracked = git("-C", folder, "rev-parse", check=False).returncode == 0
     ignored = tracked and git("-C", folder, "check-ignore", "-q", ".", check=False).returncode == 0
@@ -291,8 +289,7 @@ def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> N
             )
 
 
-def is_placeholder(identity: str) -> bool:
-    """Whether an address is in the reserved ``.invalid`` domain (``series@invalid``)."""
+def is_placeholder(identity: str) -> bool:  # whether an address is in the reserved .invalid domain (series@invalid)
     domain = identity.strip().rstrip(">").rsplit("@", 1)[-1].lower()
     return "@" in identity and (domain == "invalid" or domain.endswith(".invalid"))
 
@@ -301,8 +298,7 @@ def _commit(repo: Path, revision: str) -> str:  # the commit ``revision`` names 
     return git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False).stdout.strip()
 
 
-def fetch_command(repo: Path, ref: str) -> str:
-    """The command that fetches ``ref`` (a tag, a branch, a commit) from ``repo``'s origin under the same name."""
+def fetch_command(repo: Path, ref: str) -> str:  # fetches ``ref`` (tag, branch, commit) from origin under its name
     refspec = [] if re.fullmatch(r"[0-9a-f]{40}", ref) else [f"{ref}:{ref}"]  # a commit comes with its branches
     return shell("git", "-C", repo, "fetch", "origin", *refspec)
 

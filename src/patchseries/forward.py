@@ -111,8 +111,7 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]], 
     return Outcome(patch.name, "forwarded")
 
 
-def forward_message(message: str) -> str:
-    """The message without its DEP-3 trailers; other trailers (``Signed-off-by:``) and a body paragraph stay."""
+def forward_message(message: str) -> str:  # its DEP-3 trailers dropped; other trailers and the body paragraphs stay
     *body, last = message.strip("\n").split("\n\n")
     if body and all(_TRAILER.match(line) for line in last.splitlines()):  # a trailer block
         last = "\n".join(line for line in last.splitlines() if not _DEP3.match(line))

@@ -181,8 +181,7 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def safe_extract(archive: Path, dest: Path) -> None:
-    """Unpack ``archive`` into ``dest``; an entry that would land outside it, a link or a ``.git`` is refused."""
+def safe_extract(archive: Path, dest: Path) -> None:  # an entry outside ``dest``, a link or a ``.git`` is refused
     try:
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():
