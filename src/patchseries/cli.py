@@ -113,11 +113,9 @@ def _workspace(args: argparse.Namespace) -> Workspace:
         return ws
     pin = load_pin(ws.pin_file)
     if command == "forward" and pin.commit:  # `--patches patches/master`: that is the forward series itself
-        raise SeriesError(
-            f"{ws.patches} is a forward series (its base.toml pins upstream commit {pin.commit[:12]}, not a release); "
-            f"forward re-makes a release series: pass --patches DIR of the release series, whose forward series is "
-            f"DIR/{FORWARD_DIR}"
-        )
+        raise SeriesError(f"{ws.patches} is a forward series (its base.toml pins upstream commit {pin.commit[:12]}, "
+                          "not a release); forward re-makes a release series: pass --patches DIR of the release "
+                          f"series, whose forward series is DIR/{FORWARD_DIR}")  # fmt: skip
     if command == "forward":  # the target's commit is checked under the lock of its folder, by cmd_forward
         load_pin((args.to or ws.patches / FORWARD_DIR) / "base.toml")
     if command in ("wheels", "test-wheels"):

@@ -72,15 +72,11 @@ def export_series(
     if not _commit(repo, branch):
         raise SeriesError(f"{repo} has no branch {label!r}; make a tree with `{edit}`, or pass --branch")
     if not _commit(repo, base):
-        raise SeriesError(
-            f"{repo} has no branch {base_label!r} to export the series against; export from a tree that `{edit}` "
-            "made (its branch base is the pinned release)"
-        )
+        raise SeriesError(f"{repo} has no branch {base_label!r} to export the series against; export from a tree that "
+                          f"`{edit}` made (its branch base is the pinned release)")  # fmt: skip
     if git("merge-base", "--is-ancestor", base, branch, cwd=repo, check=False).returncode != 0:
-        raise SeriesError(
-            f"{label} of {repo} is not built on {base_label!r} (the pinned base): its patches would not apply to it; "
-            f"rebase it onto {base_label}, then export; nothing was written"
-        )
+        raise SeriesError(f"{label} of {repo} is not built on {base_label!r} (the pinned base): its patches would not "
+                          f"apply to it; rebase it onto {base_label}, then export; nothing was written")  # fmt: skip
     if out("rev-list", "--merges", f"{base}..{branch}", cwd=repo):
         raise SeriesError(f"{base_label}..{label} contains merge commits; a patch series must be linear (rebase it)")
     if not out("rev-list", f"{base}..{branch}", cwd=repo):
@@ -91,10 +87,8 @@ def export_series(
     authors = out("log", "--format=%an <%ae>", f"{base}..{branch}", cwd=repo).splitlines()  # as format-patch writes
     placeholder = next((a for a in authors if is_placeholder(a)), None) if refuse_placeholder_authors else None
     if placeholder and author is None:  # parse_identity refuses a placeholder --author
-        raise SeriesError(
-            f"patches would have the placeholder author {placeholder}; pass --author 'Name <email>' (or set "
-            f"{AUTHOR_ENV}), or commit with your own identity; nothing was written"
-        )
+        raise SeriesError(f"patches would have the placeholder author {placeholder}; pass --author 'Name <email>' (or "
+                          f"set {AUTHOR_ENV}), or commit with your own identity; nothing was written")  # fmt: skip
     patches_dir.mkdir(parents=True, exist_ok=True)
     for leftover in patches_dir.glob(f"{SCRATCH_PREFIX}*"):  # a killed export's: the series lock is held
         shutil.rmtree(leftover, ignore_errors=True)
@@ -109,12 +103,10 @@ def export_series(
         committed = read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
         dropped = [] if drop_lacking else dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])
         if dropped:
-            raise SeriesError(
-                f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the sdist ships no "
-                f"docs/ or upstream tests/), so applying left those hunks out. Make the change in a tree of an "
-                f"upstream base ({edit} --git, or --checkout PATH instead of --git) and export from there, or pass "
-                "--drop-missing to drop them"
-            )
+            raise SeriesError(f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the "
+                              "sdist ships no docs/ or upstream tests/), so applying left those hunks out. Make the "
+                              f"change in a tree of an upstream base ({edit} --git, or --checkout PATH instead of "
+                              "--git) and export from there, or pass --drop-missing to drop them")  # fmt: skip
         (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
         written = [*names, "series"]
         (staging / RECORD).write_text("".join(f"{_blob((staging / n).read_bytes())} {n}\n" for n in written))
@@ -218,12 +210,10 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
     if not (commit := _commit(repo, BASE_REF)):
         return  # no branch base: export_series says so
     if record is not None and record.commit not in ("", commit):  # a commit on base would be in no patch
-        raise SeriesError(
-            f"the branch base of {repo} moved since the tool made the tree ({record.commit[:12]} -> {commit[:12]}): "
-            f"the commits on it would be in no patch; put base back "
-            f"({shell('git', '-C', repo, 'branch', '-f', 'base', record.commit)}), so that they are exported as "
-            "patches of series, and export again; nothing was written"
-        )
+        raise SeriesError(f"the branch base of {repo} moved since the tool made the tree ({record.commit[:12]} -> "
+                          f"{commit[:12]}): the commits on it would be in no patch; put base back "
+                          f"({shell('git', '-C', repo, 'branch', '-f', 'base', record.commit)}), so that they are "
+                          "exported as patches of series, and export again; nothing was written")  # fmt: skip
     if record is not None:
         if record.base == pin.identity and (not pin.commit or commit == pin.commit):
             return
@@ -235,11 +225,9 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
             return
         where = f"commit {commit[:12]}"
         remedy = f"export it into the series of its base (--patches DIR), or tag its base if it is {pin.where}"
-    raise SeriesError(
-        f"the base of {repo} is {where}, but {ws.pin_file} pins {pin.identity}: exporting would replace that series "
-        f"with patches against another base; {remedy}{', or ' * bool(remedy)}make a tree for this series "
-        f"({edit}); nothing was written"
-    )
+    raise SeriesError(f"the base of {repo} is {where}, but {ws.pin_file} pins {pin.identity}: exporting would replace "
+                      f"that series with patches against another base; {remedy}{', or ' * bool(remedy)}make a tree for "
+                      f"this series ({edit}); nothing was written")  # fmt: skip
 
 
 def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: str) -> None:
@@ -276,10 +264,8 @@ def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> N
         message = git("cat-file", "commit", commit, cwd=repo).stdout.split("\n\n", 1)[-1]
         subject = message.split("\n", 1)[0]
         if git("diff-tree", "--quiet", "-r", commit, cwd=repo, check=False).returncode == 0:
-            raise SeriesError(
-                f"commit {commit[:12]} ({subject}) changes no file: its patch would have no diff, which `git am` "
-                f"cannot apply; drop it ({rebase}, `drop`); nothing was written"
-            )
+            raise SeriesError(f"commit {commit[:12]} ({subject}) changes no file: its patch would have no diff, which "
+                              f"`git am` cannot apply; drop it ({rebase}, `drop`); nothing was written")  # fmt: skip
         body = message.split("\n\n", 1)[1] if "\n\n" in message else ""
         if (cut := next((line for line in body.splitlines() if _PATCH_BREAK.match(line)), None)) is not None:
             raise SeriesError(

@@ -108,10 +108,8 @@ def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool
         ref = pin.commit or pin.tag
         return BaseSource("git", f"git-{pin.commit[:12] or pin.tag}", f"git {pin.git_url} {ref}", pin.git_url, ref)
     if not pin.has_sdist:
-        raise SeriesError(
-            f"this series is pinned to upstream commit {pin.commit[:12]}, which no sdist ships; pass --checkout PATH "
-            "(an upstream clone that has it) or --git"
-        )
+        raise SeriesError(f"this series is pinned to upstream commit {pin.commit[:12]}, which no sdist ships; pass "
+                          "--checkout PATH (an upstream clone that has it) or --git")  # fmt: skip
     return BaseSource("sdist", f"sdist-{pin.version}", f"sdist {pin.sdist_sha256}")
 
 
@@ -168,11 +166,9 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
         if digest != pin.sdist_sha256 and sdist != target:
             raise SeriesError(f"{mismatch}: expected {pin.sdist_sha256}, got {digest}; refusing to use it")
         if digest != pin.sdist_sha256:  # kept only after its sha256 matched: another digest is a changed pin or file
-            raise SeriesError(
-                f"{mismatch}: the pin says {pin.sdist_sha256}, the download kept in "
-                f"{target} has {digest}; correct the pin, or if the pin is right, move that file away "
-                f"({shell('mv', target, kept_path(target))}) and re-run"
-            )
+            raise SeriesError(f"{mismatch}: the pin says {pin.sdist_sha256}, the download kept in {target} has "
+                              f"{digest}; correct the pin, or if the pin is right, move that file away "
+                              f"({shell('mv', target, kept_path(target))}) and re-run")  # fmt: skip
         sdist.replace(target)
     return target
 
@@ -278,11 +274,9 @@ def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
     """A new tree for a person to change the series in; the tool never writes it again (``export`` reads it)."""
     tree = ws.workdir / EDIT_DIR / source.tree_name
     if tree.exists() or tree.is_symlink():
-        raise SeriesError(
-            f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it "
-            f"({ws.command('export', '--tree', tree)}), or move it away ({shell('mv', tree, kept_path(tree))}) to make "
-            "a fresh one"
-        )
+        raise SeriesError(f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it "
+                          f"({ws.command('export', '--tree', tree)}), or move it away "
+                          f"({shell('mv', tree, kept_path(tree))}) to make a fresh one")  # fmt: skip
     _build(ws, pin, patches, source, tree, log)
     log(f"made {tree}: branch {SERIES_BRANCH} is base + the series; change it (git rebase -i base), then export it")
     return tree
