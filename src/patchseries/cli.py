@@ -312,8 +312,7 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import matrix
 
-    page = args.write_docs and args.write_docs.resolve()  # a link's page is the one written, never the link replaced
-    if page:
+    if page := args.write_docs and args.write_docs.resolve():  # a link's page is the one written, not the link replaced
         matrix.check_table_page(page)  # now, not after a run of minutes
     out_dir, log, saved, made_on = ws.reports / "matrix", make_log(), args.from_json, None
     if args.from_json:
