@@ -113,11 +113,9 @@ def _workspace(args: argparse.Namespace) -> Workspace:
         return ws
     pin = load_pin(ws.pin_file)
     if command == "forward" and pin.commit:  # `--patches patches/master`: that is the forward series itself
-        raise SeriesError(
-            f"{ws.patches} is a forward series (its base.toml pins upstream commit {pin.commit[:12]}, not a release); "
-            f"forward re-makes a release series: pass --patches DIR of the release series, whose forward series is "
-            f"DIR/{FORWARD_DIR}"
-        )
+        raise SeriesError(f"{ws.patches} is a forward series (its base.toml pins upstream commit {pin.commit[:12]}, "
+                          "not a release); forward re-makes a release series: pass --patches DIR of the release "
+                          f"series, whose forward series is DIR/{FORWARD_DIR}")  # fmt: skip
     if command == "forward":  # the target's commit is checked under the lock of its folder, by cmd_forward
         load_pin((args.to or ws.patches / FORWARD_DIR) / "base.toml")
     if command in ("wheels", "test-wheels"):
@@ -130,8 +128,7 @@ def _workspace(args: argparse.Namespace) -> Workspace:
         wheel_pin = load_wheel_pin(ws.pin_file, pin)
         default = [wheel_pin.pin.name, *(s.name for s in wheel_pin.standalones if s.subpackage == "pytorch")]
         args.package = list(dict.fromkeys(getattr(args, "package", None) or default))
-        unknown = [p for p in args.package if p not in wheel_pin.packages]
-        if unknown:
+        if unknown := [p for p in args.package if p not in wheel_pin.packages]:
             raise SeriesError(f"--package {unknown[0]} is not one of the wheels: {', '.join(wheel_pin.packages)}")
     return ws
 
@@ -163,8 +160,7 @@ def _package(value: str) -> str:  # as pip spells it too (pytorch-lightning): PE
     return canonicalize_name(name_option(value)).replace("-", "_")
 
 
-def cmd_base(args: argparse.Namespace, ws: Workspace) -> int:
-    """fetch, apply, edit (print the tree made) and test (the main job): the pinned base with the series."""
+def cmd_base(args: argparse.Namespace, ws: Workspace) -> int:  # fetch, apply, edit (print the tree) and test
     from patchseries.job import BaseChoice, get_source, prepare, run_main_job, summary
     from patchseries.trees import edit_tree, tool_tree
 
@@ -276,8 +272,7 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
 
 
 def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> str:
-    """The command that writes ``patches_dir`` again: ``forward`` for a forward series, else ``export`` of the first
-    edit tree there is (docs/options.md, ``check``), after the ``edit`` that makes it if there is none."""
+    """``forward`` for a forward series, else ``export`` of the first edit tree there is, after ``edit`` if none."""
     from patchseries.trees import EDIT_DIR, checkout_tree_name
 
     given = ("--checkout", checkout) if checkout is not None else ()
@@ -302,14 +297,11 @@ def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin,
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.forward import forward_series
 
-    release_pin, release_patches = load_pin(ws.pin_file), read_series(ws.series_file)
-    target_dir = args.to or ws.patches / FORWARD_DIR
+    pin, patches, target_dir = load_pin(ws.pin_file), read_series(ws.series_file), args.to or ws.patches / FORWARD_DIR
     target, check = load_pin(target_dir / "base.toml"), ws.command("check", "--checkout", args.checkout)
     if not target.commit:
         raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')
-    results = forward_series(
-        args.checkout, release_pin, release_patches, target, target_dir, ws.scratch, args.author, check
-    )
+    results = forward_series(args.checkout, pin, patches, target, target_dir, ws.scratch, args.author, check)
     if _print_table(results):
         print(f"error: conflicts; {target_dir} was left as it was", file=sys.stderr)
         return 1
@@ -320,8 +312,7 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries import matrix
 
-    page = args.write_docs and args.write_docs.resolve()  # a link's page is the one written, never the link replaced
-    if page:
+    if page := args.write_docs and args.write_docs.resolve():  # a link's page is the one written, not the link replaced
         matrix.check_table_page(page)  # now, not after a run of minutes
     out_dir, log, saved, made_on = ws.reports / "matrix", make_log(), args.from_json, None
     if args.from_json:

@@ -61,10 +61,8 @@ def export_series(
     drop_lacking: bool = False, author: str | None = None, refuse_placeholder_authors: bool = False,
     edit: str = tool_command("edit"), log: Log = quiet,
 ) -> list[str]:  # fmt: skip
-    """Write ``base..branch`` of ``repo`` as ``NNNN-*.patch`` files and ``series`` into ``patches_dir``, made in a
-    fresh folder and renamed in last. What it replaces must be kept elsewhere (git, its record); hunks
-    for files the base lacks (``lacks``) are dropped only with ``drop_lacking``; ``log`` gets a note when it removes a
-    committed patch whose change the branch lacks."""
+    """Write ``base..branch`` as ``NNNN-*.patch`` and ``series`` into ``patches_dir``, renamed in from a fresh folder;
+    what it replaces must be kept (by git, or its record); hunks for ``lacks`` dropped only with ``drop_lacking``."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
     label, branch = branch, branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
@@ -74,15 +72,11 @@ def export_series(
     if not _commit(repo, branch):
         raise SeriesError(f"{repo} has no branch {label!r}; make a tree with `{edit}`, or pass --branch")
     if not _commit(repo, base):
-        raise SeriesError(
-            f"{repo} has no branch {base_label!r} to export the series against; export from a tree that `{edit}` "
-            "made (its branch base is the pinned release)"
-        )
+        raise SeriesError(f"{repo} has no branch {base_label!r} to export the series against; export from a tree that "
+                          f"`{edit}` made (its branch base is the pinned release)")  # fmt: skip
     if git("merge-base", "--is-ancestor", base, branch, cwd=repo, check=False).returncode != 0:
-        raise SeriesError(
-            f"{label} of {repo} is not built on {base_label!r} (the pinned base): its patches would not apply to it; "
-            f"rebase it onto {base_label}, then export; nothing was written"
-        )
+        raise SeriesError(f"{label} of {repo} is not built on {base_label!r} (the pinned base): its patches would not "
+                          f"apply to it; rebase it onto {base_label}, then export; nothing was written")  # fmt: skip
     if out("rev-list", "--merges", f"{base}..{branch}", cwd=repo):
         raise SeriesError(f"{base_label}..{label} contains merge commits; a patch series must be linear (rebase it)")
     if not out("rev-list", f"{base}..{branch}", cwd=repo):
@@ -93,10 +87,8 @@ def export_series(
     authors = out("log", "--format=%an <%ae>", f"{base}..{branch}", cwd=repo).splitlines()  # as format-patch writes
     placeholder = next((a for a in authors if is_placeholder(a)), None) if refuse_placeholder_authors else None
     if placeholder and author is None:  # parse_identity refuses a placeholder --author
-        raise SeriesError(
-            f"patches would have the placeholder author {placeholder}; pass --author 'Name <email>' (or set "
-            f"{AUTHOR_ENV}), or commit with your own identity; nothing was written"
-        )
+        raise SeriesError(f"patches would have the placeholder author {placeholder}; pass --author 'Name <email>' (or "
+                          f"set {AUTHOR_ENV}), or commit with your own identity; nothing was written")  # fmt: skip
     patches_dir.mkdir(parents=True, exist_ok=True)
     for leftover in patches_dir.glob(f"{SCRATCH_PREFIX}*"):  # a killed export's: the series lock is held
         shutil.rmtree(leftover, ignore_errors=True)
@@ -111,12 +103,10 @@ def export_series(
         committed = read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
         dropped = [] if drop_lacking else dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])
         if dropped:
-            raise SeriesError(
-                f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the sdist ships no "
-                f"docs/ or upstream tests/), so applying left those hunks out. Make the change in a tree of an "
-                f"upstream base ({edit} --git, or --checkout PATH instead of --git) and export from there, or pass "
-                "--drop-missing to drop them"
-            )
+            raise SeriesError(f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the "
+                              "sdist ships no docs/ or upstream tests/), so applying left those hunks out. Make the "
+                              f"change in a tree of an upstream base ({edit} --git, or --checkout PATH instead of "
+                              "--git) and export from there, or pass --drop-missing to drop them")  # fmt: skip
         (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
         written = [*names, "series"]
         (staging / RECORD).write_text("".join(f"{_blob((staging / n).read_bytes())} {n}\n" for n in written))
@@ -139,8 +129,7 @@ def _blob(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
-def _committed(folder: Path) -> dict[str, str]:
-    """The blob id of each file of ``folder`` that git holds at HEAD (none if ``folder`` is in no git repository)."""
+def _committed(folder: Path) -> dict[str, str]:  # each file of ``folder`` at HEAD: its blob id (none outside git)
     entries = git("-C", folder, "ls-tree", "-z", "HEAD", ".", check=False).stdout.split("\0")
     return {entry.split("\t", 1)[1]: entry.split()[2] for entry in entries if "\t" in entry}
 
@@ -162,8 +151,7 @@ def unkept(folder: Path, names: list[str], *records: Path) -> list[str]:
     return [name for name in names if (folder / name).is_file() and not holds(name)]
 
 
-def _refuse_losing(folder: Path, lost: list[str]) -> None:
-    """Refuse to replace or remove files of a person's (:func:`unkept`); the remedy commits them."""
+def _refuse_losing(folder: Path, lost: list[str]) -> None:  # files of a person's (unkept): the remedy commits them
     # a folder in no repository, or one its repository ignores, is committed in a repository of its own
     tracked = git("-C", folder, "rev-parse", check=False).returncode == 0
     ignored = tracked and git("-C", folder, "check-ignore", "-q", ".", check=False).returncode == 0
@@ -219,16 +207,13 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
     """Refuse to export ``repo`` into a series that pins another base: known by the record ``edit`` wrote, else by
     the commit of its branch ``base`` (the pinned commit, the sdist's base commit, or the pinned tag's)."""
     record = BaseRecord.read(repo)
-    commit = _commit(repo, BASE_REF)
-    if not commit:
+    if not (commit := _commit(repo, BASE_REF)):
         return  # no branch base: export_series says so
     if record is not None and record.commit not in ("", commit):  # a commit on base would be in no patch
-        raise SeriesError(
-            f"the branch base of {repo} moved since the tool made the tree ({record.commit[:12]} -> {commit[:12]}): "
-            f"the commits on it would be in no patch; put base back "
-            f"({shell('git', '-C', repo, 'branch', '-f', 'base', record.commit)}), so that they are exported as "
-            "patches of series, and export again; nothing was written"
-        )
+        raise SeriesError(f"the branch base of {repo} moved since the tool made the tree ({record.commit[:12]} -> "
+                          f"{commit[:12]}): the commits on it would be in no patch; put base back "
+                          f"({shell('git', '-C', repo, 'branch', '-f', 'base', record.commit)}), so that they are "
+                          "exported as patches of series, and export again; nothing was written")  # fmt: skip
     if record is not None:
         if record.base == pin.identity and (not pin.commit or commit == pin.commit):
             return
@@ -240,18 +225,14 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
             return
         where = f"commit {commit[:12]}"
         remedy = f"export it into the series of its base (--patches DIR), or tag its base if it is {pin.where}"
-    raise SeriesError(
-        f"the base of {repo} is {where}, but {ws.pin_file} pins {pin.identity}: exporting would replace that series "
-        f"with patches against another base; {remedy}{', or ' * bool(remedy)}make a tree for this series "
-        f"({edit}); nothing was written"
-    )
+    raise SeriesError(f"the base of {repo} is {where}, but {ws.pin_file} pins {pin.identity}: exporting would replace "
+                      f"that series with patches against another base; {remedy}{', or ' * bool(remedy)}make a tree for "
+                      f"this series ({edit}); nothing was written")  # fmt: skip
 
 
 def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: str) -> None:
-    """Refuse a worktree's work that export would leave out: uncommitted changes, and commits at its HEAD on top of
-    the exported branch (a ``checkout -b wip``, a detached HEAD)."""
-    dirty = uncommitted_files(worktree, user_config=True)  # what the person's own gitignore hides is not work
-    if dirty:
+    """Refuse uncommitted changes, and commits at HEAD on top of ``branch`` (``checkout -b wip``, a detached HEAD)."""
+    if dirty := uncommitted_files(worktree, user_config=True):  # what the person's own gitignore hides is not work
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
         raise SeriesError(
             f"{worktree} has uncommitted changes ({shown}), which export would leave out; commit them on {label} (git "
@@ -260,8 +241,7 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
     head = _head(worktree)
     if head == branch or git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode:
         return
-    beyond = out("rev-list", f"{branch}..HEAD", cwd=worktree).split()
-    if beyond:
+    if beyond := out("rev-list", f"{branch}..HEAD", cwd=worktree).split():
         where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
         at = next((w for w in worktrees(worktree) if _head(w) == branch), None)  # git moves it there by a merge
         move = (
@@ -278,20 +258,16 @@ def _head(worktree: Path) -> str:  # the branch checked out there, "" for a deta
 
 
 def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> None:
-    """Refuse a commit that changes no file, and a message line where ``git am`` ends a message (``---``, ``diff -``,
-    ``Index: ``): applied, the patch would lose the rest of its message."""
+    """Refuse a commit that changes no file, or with a line where ``git am`` ends a message (``---``, ``Index: ``)."""
     rebase = shell("git", "-C", repo, "rebase", "-i", base_label)
     for commit in out("rev-list", "--reverse", commits, cwd=repo).split():
         message = git("cat-file", "commit", commit, cwd=repo).stdout.split("\n\n", 1)[-1]
         subject = message.split("\n", 1)[0]
         if git("diff-tree", "--quiet", "-r", commit, cwd=repo, check=False).returncode == 0:
-            raise SeriesError(
-                f"commit {commit[:12]} ({subject}) changes no file: its patch would have no diff, which `git am` "
-                f"cannot apply; drop it ({rebase}, `drop`); nothing was written"
-            )
+            raise SeriesError(f"commit {commit[:12]} ({subject}) changes no file: its patch would have no diff, which "
+                              f"`git am` cannot apply; drop it ({rebase}, `drop`); nothing was written")  # fmt: skip
         body = message.split("\n\n", 1)[1] if "\n\n" in message else ""
-        cut = next((line for line in body.splitlines() if _PATCH_BREAK.match(line)), None)
-        if cut is not None:
+        if (cut := next((line for line in body.splitlines() if _PATCH_BREAK.match(line)), None)) is not None:
             raise SeriesError(
                 f"commit {commit[:12]} ({subject}) has the line {cut!r} in its message, where `git am` ends a message "
                 f"and starts the diff: applied, the patch would lose the rest of it; reword it ({rebase}, `reword`), "
@@ -299,28 +275,23 @@ def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> N
             )
 
 
-def is_placeholder(identity: str) -> bool:
-    """Whether an address is in the reserved ``.invalid`` domain (``series@invalid``)."""
+def is_placeholder(identity: str) -> bool:  # whether an address is in the reserved .invalid domain (series@invalid)
     domain = identity.strip().rstrip(">").rsplit("@", 1)[-1].lower()
     return "@" in identity and (domain == "invalid" or domain.endswith(".invalid"))
 
 
-def _commit(repo: Path, revision: str) -> str:
-    """The commit ``revision`` names in ``repo``, or ``""``."""
-    found = git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False)
-    return found.stdout.strip()
+def _commit(repo: Path, revision: str) -> str:  # the commit ``revision`` names in ``repo``, or ""
+    return git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False).stdout.strip()
 
 
-def fetch_command(repo: Path, ref: str) -> str:
-    """The command that fetches ``ref`` (a tag, a branch, a commit) from ``repo``'s origin under the same name."""
+def fetch_command(repo: Path, ref: str) -> str:  # fetches ``ref`` (tag, branch, commit) from origin under its name
     refspec = [] if re.fullmatch(r"[0-9a-f]{40}", ref) else [f"{ref}:{ref}"]  # a commit comes with its branches
     return shell("git", "-C", repo, "fetch", "origin", *refspec)
 
 
 @contextmanager
 def scratch_clone(repo: Path, commit: str, scratch: Path) -> Iterator[Path]:
-    """A clone of ``repo`` (objects shared) at ``commit``, in a fresh folder of the run's scratch folder ``scratch``
-    (which the work directory's lock empties after a killed run)."""
+    """A clone of ``repo`` (objects shared) at ``commit`` in a fresh folder of ``scratch``, which the lock empties."""
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         git("clone", "--quiet", "--shared", "--no-checkout", repo, tree := Path(tmp) / "tree")
@@ -344,9 +315,7 @@ def _authored(repo: Path, base: str, branch: str, author: str, scratch: Path) ->
 
 
 @dataclass
-class DriftReport:
-    """What the drift check found: ``problems`` fail it; ``unchecked`` lists, per patch, the paths this base lacks."""
-
+class DriftReport:  # what the drift check found: problems fail it; unchecked lists, per patch, paths the base lacks
     problems: list[str] = field(default_factory=list)
     unchecked: dict[str, list[str]] = field(default_factory=dict)
 
@@ -355,12 +324,9 @@ def drift_report(
     base_repo: Path, patches: list[Patch], patches_dir: Path, scratch: Path, lacks: tuple[str, ...] = (),
     base: str = BASE_REF, reexport: str = tool_command("export"),
 ) -> DriftReport:  # fmt: skip
-    """Apply the patches to a clone of the base in the run's folder ``scratch`` with no whitespace error, export them
-    again, and list every difference, then the command that writes the series again (``reexport``) after keeping a
-    copy of each file export would not replace (:func:`unkept`); hunks for files the base lacks (``lacks``) are left
-    out, as applying leaves them out, and reported as unchecked."""
-    base_commit = _commit(base_repo, base)
-    if not base_commit:
+    """Apply the patches to a clone of the base without whitespace errors, export them again and list every difference,
+    then ``reexport`` (after copying files export would not replace); hunks for ``lacks`` are reported unchecked."""
+    if not (base_commit := _commit(base_repo, base)):
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it "
                           f"({fetch_command(base_repo, base)}) and re-run")  # fmt: skip
     report = DriftReport()
@@ -368,8 +334,7 @@ def drift_report(
         git("checkout", "--quiet", "-b", "drift-check", cwd=tree)
         applied: list[Patch] = []
         for patch in patches:
-            left_out = [p for p in patch.touched_existing if p.startswith(lacks) and not (tree / p).exists()]
-            if left_out:
+            if left_out := [p for p in patch.touched_existing if p.startswith(lacks) and not (tree / p).exists()]:
                 report.unchecked[patch.name] = left_out
             if len(left_out) == len(patch.changes):
                 continue
@@ -397,8 +362,7 @@ def drift_report(
 def _differences(
     patches: list[Patch], applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]]
 ) -> list[str]:
-    """Compare the applied patches with a fresh export of them, number aside (a patch that changes only files this
-    base lacks was skipped: the fresh numbers moved), then the series file with what export writes for ``patches``."""
+    """The applied patches against a fresh export, numbers aside (the skipped moved them), then the series file."""
     fresh = sorted(exported.glob("*.patch"))
     if [p.name[5:] for p in applied] != [p.name[5:] for p in fresh]:
         return [f"patch names differ from a fresh export: {[p.name for p in applied]} vs {[p.name for p in fresh]}"]

@@ -16,7 +16,7 @@ from patchseries.interrupts import stage
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
 from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path
-from patchseries.trees import abort_am, failed_files, refuse_operation_in_progress
+from patchseries.trees import failed_files, refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): ")
@@ -33,8 +33,7 @@ class Outcome(NamedTuple):  # status: "already upstream", "release only", "forwa
 
 
 def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch], scratch: Path) -> list[Outcome]:
-    """Each patch tried in order on ``ref`` of ``upstream`` (in a clone under ``scratch``); ``since`` bounds the search
-    for equal upstream commits."""
+    """Each patch tried on ``ref`` of ``upstream`` (cloned under ``scratch``); ``since`` bounds the upstream search."""
     onto = _commit(upstream, ref, "the ref")
     ids = dict(patch_ids(upstream, f"{since}..{onto}", paths=_paths(patches), check=False))
     with scratch_clone(upstream, onto, scratch) as repo:
@@ -45,8 +44,7 @@ def forward_series(
     upstream: Path, release: Pin, patches: list[Patch], target: Pin, out_dir: Path, scratch: Path,
     author: str | None = None, check: str = tool_command("check"),
 ) -> list[Outcome]:  # fmt: skip
-    """Write the forward series of ``patches`` onto ``target.commit`` into ``out_dir``, whose other files are kept
-    (made in a clone under ``scratch``)."""
+    """Write the forward series onto ``target.commit`` into ``out_dir`` (other files kept), made under ``scratch``."""
     upstream, out_dir = upstream.resolve(), out_dir.resolve()
     refuse_operation_in_progress(upstream)  # its refs may be anywhere until the operation ends
     patches = [replace(patch, path=patch.path.absolute()) for patch in patches]
@@ -89,7 +87,8 @@ def _try(repo: Path, patch: Patch, upstream_ids: dict[str, str], *am_options: st
     if proc.returncode == 0:
         return Outcome(patch.name, "applies cleanly")
     files = failed_files(repo, proc)
-    abort_am(repo)  # the next patch is tried on its own
+    git("am", "--quit", cwd=repo, env=TOOL_IDENTITY)  # the next patch is tried on its own, on a clean tree
+    git("reset", "--quiet", "--hard", cwd=repo, env=TOOL_IDENTITY)
     return Outcome(patch.name, "conflicts", ", ".join(files) or failure_cause(proc))
 
 
@@ -112,8 +111,7 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]], 
     return Outcome(patch.name, "forwarded")
 
 
-def forward_message(message: str) -> str:
-    """The message without its DEP-3 trailers; other trailers (``Signed-off-by:``) and a body paragraph stay."""
+def forward_message(message: str) -> str:  # its DEP-3 trailers dropped; other trailers and the body paragraphs stay
     *body, last = message.strip("\n").split("\n\n")
     if body and all(_TRAILER.match(line) for line in last.splitlines()):  # a trailer block
         last = "\n".join(line for line in last.splitlines() if not _DEP3.match(line))

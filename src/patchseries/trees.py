@@ -108,10 +108,8 @@ def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool
         ref = pin.commit or pin.tag
         return BaseSource("git", f"git-{pin.commit[:12] or pin.tag}", f"git {pin.git_url} {ref}", pin.git_url, ref)
     if not pin.has_sdist:
-        raise SeriesError(
-            f"this series is pinned to upstream commit {pin.commit[:12]}, which no sdist ships; pass --checkout PATH "
-            "(an upstream clone that has it) or --git"
-        )
+        raise SeriesError(f"this series is pinned to upstream commit {pin.commit[:12]}, which no sdist ships; pass "
+                          "--checkout PATH (an upstream clone that has it) or --git")  # fmt: skip
     return BaseSource("sdist", f"sdist-{pin.version}", f"sdist {pin.sdist_sha256}")
 
 
@@ -150,8 +148,7 @@ def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path,
 
 
 def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
-    """The sdist in ``downloads/``, checked against the pin on every run; downloaded into the run's scratch folder
-    and moved there once its sha256 matches."""
+    """The sdist in ``downloads/``, checked on every run; a download is moved there once its sha256 matches the pin."""
     target = ws.downloads / pin.sdist_filename
     for folder in (ws.downloads, ws.scratch):
         folder.mkdir(parents=True, exist_ok=True)
@@ -169,11 +166,9 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
         if digest != pin.sdist_sha256 and sdist != target:
             raise SeriesError(f"{mismatch}: expected {pin.sdist_sha256}, got {digest}; refusing to use it")
         if digest != pin.sdist_sha256:  # kept only after its sha256 matched: another digest is a changed pin or file
-            raise SeriesError(
-                f"{mismatch}: the pin says {pin.sdist_sha256}, the download kept in "
-                f"{target} has {digest}; correct the pin, or if the pin is right, move that file away "
-                f"({shell('mv', target, kept_path(target))}) and re-run"
-            )
+            raise SeriesError(f"{mismatch}: the pin says {pin.sdist_sha256}, the download kept in {target} has "
+                              f"{digest}; correct the pin, or if the pin is right, move that file away "
+                              f"({shell('mv', target, kept_path(target))}) and re-run")  # fmt: skip
         sdist.replace(target)
     return target
 
@@ -182,8 +177,7 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def safe_extract(archive: Path, dest: Path) -> None:
-    """Unpack ``archive`` into ``dest``; an entry that would land outside it, a link or a ``.git`` is refused."""
+def safe_extract(archive: Path, dest: Path) -> None:  # an entry outside ``dest``, a link or a ``.git`` is refused
     try:
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():
@@ -260,8 +254,7 @@ def tool_tree(
     if source.kind == "sdist":  # the pinned sha256 is checked on every run, also when the tree is reused
         download_sdist(ws, pin, log)
     if tree.exists() or tree.is_symlink():
-        why = changes_since_built(tree)
-        if why is not None:
+        if (why := changes_since_built(tree)) is not None:
             kept = kept_path(tree)
             move = shell("mv", tree, kept)  # a linked worktree's link to the tree moves with it (worktree repair)
             move += f" && {shell('git', '-C', kept, 'worktree', 'repair')}" if why.startswith("a linked") else ""
@@ -281,11 +274,9 @@ def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
     """A new tree for a person to change the series in; the tool never writes it again (``export`` reads it)."""
     tree = ws.workdir / EDIT_DIR / source.tree_name
     if tree.exists() or tree.is_symlink():
-        raise SeriesError(
-            f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it "
-            f"({ws.command('export', '--tree', tree)}), or move it away ({shell('mv', tree, kept_path(tree))}) to make "
-            "a fresh one"
-        )
+        raise SeriesError(f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it "
+                          f"({ws.command('export', '--tree', tree)}), or move it away "
+                          f"({shell('mv', tree, kept_path(tree))}) to make a fresh one")  # fmt: skip
     _build(ws, pin, patches, source, tree, log)
     log(f"made {tree}: branch {SERIES_BRANCH} is base + the series; change it (git rebase -i base), then export it")
     return tree
@@ -329,10 +320,8 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
     return result
 
 
-def changes_since_built(tree: Path) -> str | None:
-    """None when ``tree`` is as the tool built it, else what is not, in words."""
-    record = _read_json(tree / ".git" / RECORD, *RECORD_KEYS)
-    if record is None:
+def changes_since_built(tree: Path) -> str | None:  # None when ``tree`` is as the tool built it, else what is not
+    if (record := _read_json(tree / ".git" / RECORD, *RECORD_KEYS)) is None:
         return f"it has no readable record of what the tool built (.git/{RECORD})"
     refs = git("for-each-ref", "--format=%(refname) %(objectname)", cwd=tree, check=False).stdout  # "": unreadable
     head = git("symbolic-ref", "--quiet", "HEAD", cwd=tree, check=False).stdout  # "": detached
@@ -341,18 +330,15 @@ def changes_since_built(tree: Path) -> str | None:
     if found != expected:
         changed = sorted(ref for ref in found.keys() | expected.keys() if found.get(ref) != expected.get(ref))
         return f"its refs changed ({', '.join(changed)})"
-    linked = [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]
-    if linked:
+    if linked := [path for path in gitcmd.worktrees(tree) if path != tree.resolve()]:
         return f"a linked worktree, {linked[0]}"
     # a commit the person made and then reset or checked out away: git keeps it in the reflog, and so does the tool
-    reflog_only = git("rev-list", "--reflog", "--not", BASE_REF, SERIES_REF, cwd=tree, check=False).stdout.split()
-    if reflog_only:
+    if reflog_only := git("rev-list", "--reflog", "--not", BASE_REF, SERIES_REF, cwd=tree, check=False).stdout.split():
         return f"{len(reflog_only)} commit{'s' * (len(reflog_only) > 1)} only in its reflog ({reflog_only[0][:12]})"
     recorded = _read_json(tree / ".git" / FILES) or {}
     added = [name for name, digest in _untracked(tree).items() if recorded.get(name) != digest]
     # the person's global gitignore is not the tool's; an edit to a file marked assume-unchanged is not in `git status`
-    files = sorted({*gitcmd.uncommitted_files(tree, own_ignores_only=True), *gitcmd.hidden_files(tree), *added})
-    if files:
+    if files := sorted({*gitcmd.uncommitted_files(tree, own_ignores_only=True), *gitcmd.hidden_files(tree), *added}):
         shown = ", ".join(files[:3]) + ", ..." * (len(files) > 3)
         return f"{len(files)} uncommitted file{'s' * (len(files) > 1)} ({shown})"
     return None
@@ -416,8 +402,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
     for patch in patches:
         # the hunks for files the sdist lacks (upstream docs and tests) and no earlier patch added
         lacking = [path for path in patch.touched_existing if path.startswith(pin.sdist_lacks)]
-        excludes = [path for path in lacking if base.source == "sdist" and not has_path(repo, path)]
-        if excludes:
+        if excludes := [path for path in lacking if base.source == "sdist" and not has_path(repo, path)]:
             result.excluded[patch.name] = excludes
             log(f"{patch.name}: excluding {', '.join(excludes)} (not shipped in the {base.source} base)")
         if len(excludes) == len(patch.changes):
@@ -449,12 +434,6 @@ def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str
     unmerged = out("diff", "--name-only", "--diff-filter=U", cwd=repo).splitlines()
     reported = {match.group(1) for match in _FAILED_FILE.finditer(proc.stdout + proc.stderr)}
     return sorted(set(unmerged) | reported)
-
-
-def abort_am(repo: Path) -> None:
-    """Undo a stopped ``git am`` in a scratch clone of the tool's: back to a clean tree at the commit before it."""
-    git("am", "--quit", cwd=repo, env=TOOL_IDENTITY)
-    git("reset", "--quiet", "--hard", cwd=repo, env=TOOL_IDENTITY)
 
 
 def base_worktree(ws: Workspace, repo: Path, suffix: str = "base") -> Path:
