@@ -597,8 +597,7 @@ def test_export_refuses_commits_at_head_beyond_the_branch_and_its_remedy_runs(sy
     assert "1 commit(s) on" in error
     assert "which export would leave out" in error
     assert files_of(synthetic.ws.patches) == before
-    fix = error.split("(git -C ", 1)[1].split(")", 1)[0]
-    git(synthetic.tree, *shlex.split(fix)[1:])  # the remedy, from the tree it names
+    assert shell(between(error, "git -C ")).returncode == 0  # the remedy, as printed
     assert synthetic.run("export").returncode == 0
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
 
@@ -613,6 +612,20 @@ def test_commits_on_a_branch_of_a_linked_worktree_while_series_is_checked_out_ar
     error = one_error(synthetic.run("export"))
 
     assert shell(between(error, "git -C ")).returncode == 0  # as printed: series moves where it is checked out
+    assert synthetic.run("export").returncode == 0
+    assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
+
+
+def test_commits_beyond_series_held_by_a_removed_worktree_are_refused_and_the_remedy_runs(synthetic, tmp_path):
+    git(synthetic.tree, "checkout", "-q", "-b", "wip")
+    gone = tmp_path / "gone"
+    git(synthetic.tree, "worktree", "add", "-q", str(gone), "series")
+    shutil.rmtree(gone)  # git still counts series as checked out there until the worktree is pruned
+    commit(synthetic.tree, {CORE: "def answer():\n    return 45\n"}, "More work\n\nUpstream-Status: Pending")
+
+    error = one_error(synthetic.run("export"))
+
+    assert shell(between(error, "git -C ")).returncode == 0  # as printed
     assert synthetic.run("export").returncode == 0
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
 
@@ -791,7 +804,9 @@ def _mine(patches, change):
 CHANGES = ["a patch of theirs listed in series", "a hand edit", "a changed series file", "an unlisted file overwritten"]
 
 
-@pytest.mark.parametrize("in_git", [True, False, "ignored"], ids=["in_git", "not_in_git", "in_a_repo_that_ignores_it"])
+@pytest.mark.parametrize(
+    "in_git", [True, False, "ignored", "*.patch"], ids=["in_git", "not_in_git", "in_a_repo_that_ignores_it", "*.patch"]
+)
 @pytest.mark.parametrize("change", CHANGES)
 def test_export_refuses_to_lose_a_change_git_does_not_hold_and_its_remedy_commits_it(synthetic, change, in_git):
     patches = synthetic.ws.patches
@@ -800,6 +815,8 @@ def test_export_refuses_to_lose_a_change_git_does_not_hold_and_its_remedy_commit
         (patches.parent / ".gitignore").write_text(f"{patches.name}/\n{synthetic.ws.workdir.name}/\n")
     elif in_git:
         _in_git(patches)
+    if in_git == "*.patch":  # a global or the repository's ignore rule, common for *.patch
+        (patches / ".gitignore").write_text("*.patch\n")
     commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
     mine = _mine(patches, change)
     data, before = mine.read_bytes(), files_of(patches)

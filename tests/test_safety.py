@@ -575,9 +575,9 @@ def test_export_writes_in_a_fresh_folder_and_leaves_a_persons_folders_in_patches
     assert sorted(p.name for p in synthetic.ws.patches.iterdir() if p.is_dir()) == ["export.partial"]
 
 
-def _stopped_at_unpack(*args: str, ws: Workspace) -> subprocess.Popen[str]:
+def _stopped_at_unpack(*args: str, ws: Workspace, at: str = "fetch-unpacked") -> subprocess.Popen[str]:
     """A run stopped (SIGSTOP) while it builds a tree: what a person does meanwhile happens between check and switch."""
-    env = {**os.environ, "PATCHSERIES_SIGNAL_AT": "fetch-unpacked:SIGSTOP"}
+    env = {**os.environ, "PATCHSERIES_SIGNAL_AT": f"{at}:SIGSTOP"}
     command = [sys.executable, "-m", "patchseries", *args, "--patches", str(ws.patches), "--workdir", str(ws.workdir)]
     run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while Path(f"/proc/{run.pid}/stat").read_text().split()[2] != "T":
@@ -600,6 +600,22 @@ def test_a_commit_made_in_the_tools_tree_while_it_is_rebuilt_is_kept(synthetic):
     assert git(tree, "rev-parse", "HEAD") == mine
 
 
+def test_what_a_shell_working_in_the_tools_tree_writes_once_it_is_moved_aside_is_kept(synthetic):
+    assert synthetic.run("apply").returncode == 0
+    change_patches(synthetic.ws.patches)
+    run = _stopped_at_unpack("fetch", ws=synthetic.ws, at="replace-between-renames")
+    aside = next(synthetic.ws.scratch.glob("*/old"))  # where a shell whose directory was the tree now is
+    _commit(aside)
+    mine = git(aside, "rev-parse", "HEAD")
+    run.send_signal(signal.SIGCONT)
+    _, err = run.communicate()
+
+    assert run.returncode == 0, err
+    kept = synthetic.ws.trees / "sdist-1.0.mine"
+    assert f"kept as {kept}" in err
+    assert git(kept, "rev-parse", "HEAD") == mine
+
+
 def test_a_folder_that_appears_where_edit_makes_its_tree_is_kept(synthetic):
     theirs = synthetic.ws.workdir / "edit" / "sdist-1.0"
     shutil.rmtree(theirs, ignore_errors=True)
@@ -613,12 +629,15 @@ def test_a_folder_that_appears_where_edit_makes_its_tree_is_kept(synthetic):
     assert (theirs / "notes.txt").read_text() == "mine\n"
 
 
-def test_a_commit_on_the_edit_trees_base_is_refused_and_the_remedy_exports_it_as_a_patch(synthetic):
+@pytest.mark.parametrize("then", ["rebase", "nothing", "stay on base"])
+def test_a_commit_on_the_edit_trees_base_is_refused_and_the_remedy_exports_it_as_a_patch(synthetic, then):
     tree = synthetic.tree  # made by edit
     git(tree, "checkout", "-q", "base")
     commit(tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Oops, on base\n\nUpstream-Status: Pending")
-    git(tree, "checkout", "-q", "series")
-    git(tree, "rebase", "-q", "base")  # as a person would, to put their branch on top
+    if then != "stay on base":
+        git(tree, "checkout", "-q", "series")
+    if then == "rebase":
+        git(tree, "rebase", "-q", "base")  # as a person would, to put their branch on top
     before = files_of(synthetic.ws.patches)
 
     error = one_error(synthetic.run("export"))
@@ -640,3 +659,6 @@ def test_a_tree_made_with_force_base_is_never_exported_into_the_series_of_the_pi
 
     assert "(--force-base)" in error
     assert files_of(synthetic.ws.patches) == before
+    copy = shutil.copytree(synthetic.ws.patches, synthetic.ws.patches.with_name("copy"))  # another series folder
+    again = one_error(cli("export", "--tree", made.stdout.strip(), "--patches", str(copy)))
+    assert "export it into that series" not in again  # a forced base has no series to go to

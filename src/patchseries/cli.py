@@ -143,10 +143,11 @@ def _lock(args: argparse.Namespace, ws: Workspace, held: ExitStack) -> None:
         held.enter_context(series_lock(written))
 
 
-def _default_tree(ws: Workspace) -> Path:  # the tree `edit` makes on the sdist base: what `export` reads by default
+def _default_tree(ws: Workspace) -> Path:  # the tree `edit` (`edit --git`, for a pinned commit) makes: export's default
     from patchseries.trees import EDIT_DIR
 
-    return ws.workdir / EDIT_DIR / f"sdist-{load_pin(ws.pin_file).version}"
+    pin = load_pin(ws.pin_file)
+    return ws.workdir / EDIT_DIR / (f"git-{pin.commit[:12]}" if pin.commit else f"sdist-{pin.version}")
 
 
 def _print_table(rows: list[Any]) -> bool:  # one line per patch; whether any conflicts

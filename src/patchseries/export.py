@@ -156,7 +156,8 @@ def _refuse_losing(folder: Path, lost: list[str]) -> None:  # files of a person'
     tracked = git("-C", folder, "rev-parse", check=False).returncode == 0
     ignored = tracked and git("-C", folder, "check-ignore", "-q", ".", check=False).returncode == 0
     init = [] if tracked and not ignored else [("init", "-q")]
-    steps = [*init, ("add", "-A", "."), ("commit", "-q", "-m", "My series changes", "--", ".")]
+    add = [("add", "-A", "."), ("add", "-f", "--", *lost)]  # what an ignore rule (``*.patch``) hides, by name
+    steps = [*init, *add, ("commit", "-q", "-m", "My series changes", "--", ".")]
     commit = " && ".join(shell("git", "-C", folder, *step) for step in steps)
     more = f" (and {len(lost) - 1} more: {', '.join(lost[1:4])})" if len(lost) > 1 else ""
     raise SeriesError(
@@ -211,14 +212,14 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
         return  # no branch base: export_series says so
     if record is not None and record.commit not in ("", commit):  # a commit on base would be in no patch
         raise SeriesError(f"the branch base of {repo} moved since the tool made the tree ({record.commit[:12]} -> "
-                          f"{commit[:12]}): the commits on it would be in no patch; put base back "
-                          f"({shell('git', '-C', repo, 'branch', '-f', 'base', record.commit)}), so that they are "
-                          "exported as patches of series, and export again; nothing was written")  # fmt: skip
+                          f"{commit[:12]}): the commits on it would be in no patch; put series on it and base back "
+                          f"({_onto_series(repo, record.commit)}), so that they are exported as patches of series, "
+                          "and export again; nothing was written")  # fmt: skip
     if record is not None:
         if record.base == pin.identity and (not pin.commit or commit == pin.commit):
             return
         where = f"{record.base}, for {record.patches}"
-        other = Path(record.patches) != ws.patches  # a --force-base tree has no series to go to
+        other = Path(record.patches) != ws.patches and "--force-base" not in record.base  # it has no series to go to
         remedy = f"export it into that series ({ws.command_on(record.patches, 'export', '--tree', repo)})" * other
     else:
         if commit in (pin.commit or pin.base_commit, _commit(repo, f"refs/tags/{pin.tag}") if pin.tag else ""):
@@ -246,11 +247,17 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
         at = next((w for w in worktrees(worktree) if _head(w) == branch), None)  # git moves it there by a merge
         move = (
             ("-C", at, "merge", "-q", "--ff-only", beyond[0]) if at else ("-C", worktree, "branch", "-f", label, "HEAD")
-        )
+        )  # a worktree whose folder is gone still holds its branch until pruned
+        prune = "" if at else f"{shell('git', '-C', worktree, 'worktree', 'prune')} && "
         raise SeriesError(
             f"{worktree} has {len(beyond)} commit(s) on {where}, on top of {label}, which export would leave out; put "
-            f"them on {label} ({shell('git', *move)}) and export again, or export that branch (--branch NAME)"
+            f"them on {label} ({prune}{shell('git', *move)}) and export again, or export that branch (--branch NAME)"
         )
+
+
+def _onto_series(repo: Path, base: str) -> str:  # series rebased onto the moved base, base put back where it was
+    steps = [("checkout", "-q", "series"), ("rebase", "-q", "base"), ("branch", "-f", "base", base)]
+    return " && ".join(shell("git", "-C", repo, *step) for step in steps)
 
 
 def _head(worktree: Path) -> str:  # the branch checked out there, "" for a detached HEAD

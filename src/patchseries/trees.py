@@ -314,7 +314,10 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
         if exc.filename is None:
             raise OSError(exc.errno, exc.strerror or str(exc), str(tree)) from exc
         raise
-    finally:
+    finally:  # a tree moved aside goes only as the tool built it: what a shell working in it wrote there is kept
+        if (aside := work / "old").is_dir() and (why := changes_since_built(aside)) is not None:
+            aside.rename(kept := kept_path(tree))
+            log(f"note: {tree} changed while the tool replaced it ({why}); kept as {kept}")
         shutil.rmtree(work, ignore_errors=True)  # what is left, the next run's scratch clean-up removes
     result.tree = tree
     return result
