@@ -13,7 +13,7 @@ import pytest
 
 from conftest import TOOL, between, cli, commit, files_of, git, one_error, shell
 from patchseries.errors import SeriesError
-from patchseries.export import drift_report
+from patchseries.export import drift_report, fetch_command
 from patchseries.forward import add_entry, changelog_entries, check_onto, forward_message, forward_series
 from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.pin import load_pin
@@ -503,3 +503,31 @@ def test_export_into_the_forward_series_without_a_tree_names_an_edit_that_makes_
     made = shell(between(error, f"{TOOL} edit", "`"))  # the edit it names, as printed: no sdist has master's base
     assert made.returncode == 0, made.stderr
     assert cli("export", *options).returncode == 0  # the tree it made is export's default
+
+
+def test_the_fetch_remedy_names_the_ref_as_git_fetches_it(upstream_clone, tmp_path):
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--origin", "upstream", str(upstream_clone), str(clone))
+    fetch = f"git -C {clone} fetch upstream"
+
+    assert fetch_command(clone, "master") == f"{fetch} master:master"
+    assert fetch_command(clone, "refs/tags/1.0") == f"{fetch} refs/tags/1.0:refs/tags/1.0"
+    assert fetch_command(clone, "b88ebc00cd") == fetch  # a commit comes with the remote's branches
+    assert fetch_command(clone, "upstream/master") == fetch
+
+
+def test_forward_says_what_it_removed_that_git_holds(synthetic, master):
+    forward_dir = synthetic.ws.patches / "master"
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+    commit(master, {"src/fakelib/mine.py": "X = 2\n"}, "Mine")  # a patch of the person's, only in master/
+    mine = Path(git(master, "format-patch", "-1", "--start-number", "9", "-o", str(forward_dir)))
+    git(master, "reset", "-q", "--hard", "HEAD~1")
+    (forward_dir / "series").write_text((forward_dir / "series").read_text() + f"{mine.name}\n")
+    git(forward_dir, "init", "-q")
+    git(forward_dir, "add", "-A")
+    git(forward_dir, "commit", "-q", "-m", "mine")
+
+    proc = synthetic.run("forward", "--checkout", str(master))
+
+    assert proc.returncode == 0, proc.stderr
+    assert f"note: removed {mine.name}" in proc.stdout

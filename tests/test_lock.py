@@ -117,17 +117,17 @@ def test_a_killed_runs_lock_and_scratch_never_refuse_the_next_run(synthetic, tmp
     assert not synthetic.ws.scratch.exists()
 
 
-def test_a_scratch_folder_linked_to_another_disk_is_emptied_and_kept_a_link(synthetic, tmp_path):
-    bigger = tmp_path / "bigger-disk"
-    (bigger / "run-killed").mkdir(parents=True)  # as a killed run's scratch folder is left
+def test_a_link_at_the_scratch_folders_name_is_removed_never_followed(synthetic, tmp_path):
+    theirs = tmp_path / "a-folder-of-theirs"
+    (theirs / "important").mkdir(parents=True)
     assert synthetic.run("fetch").returncode == 0  # the scratch folder made, then removed
-    synthetic.ws.scratch.symlink_to(bigger)
+    synthetic.ws.scratch.symlink_to(theirs)
 
     for _ in range(2):
         assert synthetic.run("fetch").returncode == 0
 
-    assert synthetic.ws.scratch.is_symlink()
-    assert list(bigger.iterdir()) == []
+    assert not synthetic.ws.scratch.is_symlink()
+    assert [path.name for path in theirs.iterdir()] == ["important"]
 
 
 def test_a_persons_tmp_folder_in_the_work_directory_is_kept(tmp_path):

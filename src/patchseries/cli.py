@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeGuard
 
 from packaging.utils import canonicalize_name
 
@@ -216,9 +216,10 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
     if (forward_dir / "series").is_file():  # a release series with its forward series: check both
         forward_pin, forward_patches = load_pin(forward_dir / "base.toml"), read_series(forward_dir / "series")
         print(f"{FORWARD_DIR}/ (onto {forward_pin.commit[:12]}):")
-        status = max(status, _drift(ws, checkout, forward_dir, forward_pin, forward_patches))
-        if checkout is not None:
-            status = max(status, _forward_drift(checkout, ws, pin, patches, forward_pin, forward_dir))
+        drift = _drift(ws, checkout, forward_dir, forward_pin, forward_patches)  # its remedy runs forward too
+        if checkout is not None and not drift:
+            drift = _forward_drift(checkout, ws, pin, patches, forward_pin, forward_dir)
+        status = max(status, drift)
     return status
 
 
@@ -286,13 +287,22 @@ def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin,
     edits, default = ws.workdir / EDIT_DIR, _default_tree(ws)
     lacking = any(path.startswith(pin.sdist_lacks) for patch in patches for path in patch.touched_existing)
     candidates = [
-        *([(edits / checkout_tree_name(checkout, pin), ("edit", *given))] if checkout is not None else []),
+        *([(edits / checkout_tree_name(checkout, pin), ("edit", *given))] if _takes(checkout, ws, pin) else []),
         *([(default, ("edit",))] if not lacking else []),
         (edits / f"git-{pin.commit[:12] or pin.tag}", ("edit", "--git")),
     ]
     tree, edit = next((c for c in candidates if (c[0] / ".git").exists()), candidates[0])
     export = ws.command("export", *(("--tree", tree) if tree != default else ()))
     return export if (tree / ".git").exists() else f"{ws.command(*edit)} && {export}"
+
+
+def _takes(checkout: Path | None, ws: Workspace, pin: Pin) -> TypeGuard[Path]:  # whether `edit --checkout` does
+    from patchseries.trees import resolve_source
+
+    try:
+        return checkout is not None and bool(resolve_source(ws, pin, checkout, False, False))
+    except SeriesError:
+        return False
 
 
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
@@ -302,7 +312,7 @@ def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
     target, check = load_pin(target_dir / "base.toml"), ws.command("check", "--checkout", args.checkout)
     if not target.commit:
         raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')
-    results = forward_series(args.checkout, pin, patches, target, target_dir, ws.scratch, args.author, check)
+    results = forward_series(args.checkout, pin, patches, target, target_dir, ws.scratch, args.author, check, print)
     if _print_table(results):
         print(f"error: conflicts; {target_dir} was left as it was", file=sys.stderr)
         return 1

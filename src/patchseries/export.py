@@ -291,9 +291,11 @@ def _commit(repo: Path, revision: str) -> str:  # the commit ``revision`` names 
     return git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False).stdout.strip()
 
 
-def fetch_command(repo: Path, ref: str) -> str:  # fetches ``ref`` (tag, branch, commit) from origin under its name
-    refspec = [] if re.fullmatch(r"[0-9a-f]{40}", ref) else [f"{ref}:{ref}"]  # a commit comes with its branches
-    return shell("git", "-C", repo, "fetch", "origin", *refspec)
+def fetch_command(repo: Path, ref: str) -> str:  # fetches ``ref`` (tag, branch, commit) under its name
+    remote = (git("remote", cwd=repo, check=False).stdout.split() or ["origin"])[0]
+    # a commit comes with its remote's branches, a remote's branch is one of them
+    plain = not re.fullmatch(r"[0-9a-f]{4,40}", ref) and not ref.startswith(f"{remote}/")
+    return shell("git", "-C", repo, "fetch", remote, *([f"{ref}:{ref}"] if plain else []))
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, gi
 from patchseries.interrupts import stage
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
+from patchseries.progress import Log, quiet
 from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path
 from patchseries.trees import failed_files, refuse_operation_in_progress
 
@@ -42,7 +43,7 @@ def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch], scrat
 
 def forward_series(
     upstream: Path, release: Pin, patches: list[Patch], target: Pin, out_dir: Path, scratch: Path,
-    author: str | None = None, check: str = tool_command("check"),
+    author: str | None = None, check: str = tool_command("check"), log: Log = quiet,
 ) -> list[Outcome]:  # fmt: skip
     """Write the forward series onto ``target.commit`` into ``out_dir`` (other files kept), made under ``scratch``."""
     upstream, out_dir = upstream.resolve(), out_dir.resolve()
@@ -60,7 +61,7 @@ def forward_series(
             return results
         if not any(r.status == "forwarded" for r in results):
             raise SeriesError(f"no patch of the series is left to forward onto {target.commit[:12]}")
-        export_series(repo, out_dir, branch="forward", base=onto, author=author, refuse_placeholder_authors=True)
+        export_series(repo, out_dir, "forward", onto, author=author, refuse_placeholder_authors=True, log=log)
     return results
 
 

@@ -79,10 +79,9 @@ def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Itera
             _empty(workdir / SCRATCH)
 
 
-def _empty(scratch: Path) -> None:  # best effort; a link there (to a bigger disk) stays, its folder emptied
-    for child in scratch.iterdir() if scratch.is_symlink() and scratch.is_dir() else [scratch]:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink(missing_ok=True)
+def _empty(scratch: Path) -> None:  # best effort; a link there is removed, never followed
+    with contextlib.suppress(OSError):
+        shutil.rmtree(scratch) if scratch.is_dir() and not scratch.is_symlink() else scratch.unlink(missing_ok=True)
 
 
 @contextmanager

@@ -298,11 +298,10 @@ def kept(
 def move_into(dist: Path, wheels: dict[Path, Files], series: str, lock: Lock) -> list[Path]:
     """Stage the ``wheels`` not in ``dist`` yet there and rename each in (none if interrupted); the ones kept."""
     lock.acquire(make=True)  # held from here on (if it was not already): no other run writes dist/ meanwhile
-    staging = dist / STAGING
-    shutil.rmtree(staging, ignore_errors=True)  # a killed run's: no live run holds the lock
-    added: list[Path] = []
+    staging, added = dist / STAGING, []
     try:
         new = [wheel for wheel, held in wheels.items() if not kept(dist / wheel.name, series, held)]
+        shutil.rmtree(staging, ignore_errors=True)  # a killed run's: no live run holds the lock
         staging.mkdir()
         for wheel in new:
             shutil.copyfile(wheel, staging / wheel.name)
