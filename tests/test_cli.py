@@ -214,8 +214,7 @@ DOCUMENTED = {  # docs/options.md and docs/contributors.md: each subcommand and 
     "check": ["--patches", "--workdir", "--onto", "--checkout"],
     "forward": ["--patches", "--workdir", "--checkout", "--to", "--author"],
     "status": ["--patches", "--workdir"],
-    "matrix": ["--patches", "--workdir", "--torch", "--installer", "--write-docs", "--write-readme", "--from-json",
-               "--refresh-compile-stats"],
+    "matrix": ["--patches", "--workdir", "--torch", "--installer", "--write-docs", "--write-readme", "--from-json"],
     "wheels": ["--patches", "--workdir", "--dist"],
     "test-wheels": ["--patches", "--workdir", "--dist", "--torch", "--package", "--installer"],
 }  # fmt: skip

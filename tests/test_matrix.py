@@ -247,8 +247,6 @@ def test_a_bad_saved_matrix_is_one_error_line(synthetic, tmp_path, capsys, text,
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--refresh-compile-stats",), "error: --refresh-compile-stats measures a saved matrix again; pass it with "
-         "--from-json JSON"),
         (("--from-json", "m.json", "--torch", "2.13.0"), "error: --torch and --from-json are alternatives: --from-json "
          "renders the releases saved in JSON; drop --torch, or run the matrix without --from-json"),
     ],

@@ -85,8 +85,6 @@ def _workspace(args: argparse.Namespace) -> Workspace:
     command = args.command
     if getattr(args, "git", False) and args.checkout is not None:
         raise SeriesError("--checkout and --git are alternatives; pass one of them")
-    if command == "matrix" and args.refresh_compile_stats and not args.from_json:
-        raise SeriesError("--refresh-compile-stats measures a saved matrix again; pass it with --from-json JSON")
     if command == "matrix" and args.torch and args.from_json:
         raise SeriesError("--torch and --from-json are alternatives: --from-json renders the releases saved in "
                           "JSON; drop --torch, or run the matrix without --from-json")  # fmt: skip
@@ -109,7 +107,7 @@ def _workspace(args: argparse.Namespace) -> Workspace:
         if args.author:
             parse_identity(args.author, given_as=given_as)
     ws = Workspace.default(patches=args.patches, workdir=args.workdir)
-    if command == "status" or (getattr(args, "from_json", None) and not args.refresh_compile_stats):
+    if command == "status" or getattr(args, "from_json", None):
         return ws
     pin = load_pin(ws.pin_file)
     if command == "forward" and pin.commit:  # `--patches patches/master`: that is the forward series itself
@@ -330,10 +328,8 @@ def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
         rows, made_on = matrix.from_json(args.from_json.read_text(errors="replace"), str(args.from_json))
     else:
         rows = matrix.run_matrix(ws, args.torch or list(matrix.DEFAULT_VERSIONS), log, installer=args.installer)
-    if args.refresh_compile_stats:
-        matrix.refresh_compile_stats(ws, rows, log, installer=args.installer)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if saved is None or args.refresh_compile_stats:  # what this run measured
+    if saved is None:  # what this run measured
         saved = out_dir / "matrix.json"
         write_file(saved, matrix.to_json(rows, made_on))
     table, missing = matrix.to_markdown(rows, made_on), matrix.missing_results(rows)
@@ -438,7 +434,6 @@ def _parser() -> argparse.ArgumentParser:
             ("--torch", "a torch release (repeatable; default: the list in docs)", {"action": "append"}), INSTALLER,
             ("--write-docs --write-readme", "replace the matrix table of page PATH", {**PATH, "dest": "write_docs"}),
             ("--from-json", "render a saved matrix.json instead of running", {**PATH, "metavar": "JSON"}),
-            ("--refresh-compile-stats", "with --from-json: measure the compile statistics again", FLAG),
         ], {}),
         ("wheels", cmd_wheels, "build the release wheels into dist/", [DIST], {}),
         ("test-wheels", cmd_wheels, "install the wheels of dist/ with torch and run the acceptance suite", [

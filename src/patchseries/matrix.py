@@ -77,14 +77,6 @@ def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "a
     return rows
 
 
-def refresh_compile_stats(ws: Workspace, rows: list[Row], log: Log, installer: str = "auto") -> None:
-    """Measure the compile statistics of saved rows again (after a change to the probe), keeping their test results."""
-    tree = prepare(ws, BaseChoice(), log).base.path
-    with recording(tree):
-        for row in (row for row in rows if not row.error):
-            row.compile = _probe(ensure_environment(ws, tree, row.torch, log, installer=installer), log, row.torch)
-
-
 def results_by_module(junit: Path) -> dict[str, str]:
     """``{"test_x": "9 passed, 1 xfailed"}`` per test module, from a JUnit report."""
     if not junit.exists():
