@@ -486,7 +486,9 @@ def test_a_checkout_without_the_ref_a_command_needs_is_one_refusal(synthetic, ma
     proc = synthetic.run(*command, "--checkout", str(master))
 
     ref = lacking.split("'")[-2]
-    fetch = f"git -C {master} fetch origin" + ("" if ref == "0" * 40 else f" {ref}:{ref}")
+    fetch = f"git -C {master} fetch origin " + (
+        "'+refs/heads/*:refs/remotes/origin/*'" if ref == "0" * 40 else f"{ref}:{ref}"
+    )
     assert one_error(proc) == f"error: {master} lacks {lacking}; fetch it ({fetch}) and re-run"
     assert sorted(p.name for p in toml.parent.iterdir()) == ["base.toml"]
 
@@ -512,8 +514,8 @@ def test_the_fetch_remedy_names_the_ref_as_git_fetches_it(upstream_clone, tmp_pa
 
     assert fetch_command(clone, "master") == f"{fetch} master:master"
     assert fetch_command(clone, "refs/tags/1.0") == f"{fetch} refs/tags/1.0:refs/tags/1.0"
-    assert fetch_command(clone, "b88ebc00cd") == fetch  # a commit comes with the remote's branches
-    assert fetch_command(clone, "upstream/master") == fetch
+    assert fetch_command(clone, "b88ebc00cd") == f"{fetch} '+refs/heads/*:refs/remotes/upstream/*'"  # with the branches
+    assert fetch_command(clone, "upstream/master") == f"{fetch} +refs/heads/master:refs/remotes/upstream/master"
 
 
 def test_forward_says_what_it_removed_that_git_holds(synthetic, master):

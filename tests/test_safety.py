@@ -600,17 +600,23 @@ def test_a_commit_made_in_the_tools_tree_while_it_is_rebuilt_is_kept(synthetic):
     assert git(tree, "rev-parse", "HEAD") == mine
 
 
-def test_what_a_shell_working_in_the_tools_tree_writes_once_it_is_moved_aside_is_kept(synthetic):
+@pytest.mark.parametrize("killed", [False, True], ids=["run ends", "run killed"])
+def test_what_a_shell_working_in_the_tools_tree_writes_once_it_is_moved_aside_is_kept(synthetic, killed):
     assert synthetic.run("apply").returncode == 0
     change_patches(synthetic.ws.patches)
     run = _stopped_at_unpack("fetch", ws=synthetic.ws, at="replace-between-renames")
-    aside = next(synthetic.ws.scratch.glob("*/old"))  # where a shell whose directory was the tree now is
+    aside = synthetic.ws.trees / ".sdist-1.0.replaced"  # where a shell whose directory was the tree now is
     _commit(aside)
     mine = git(aside, "rev-parse", "HEAD")
-    run.send_signal(signal.SIGCONT)
-    _, err = run.communicate()
+    if killed:
+        run.kill()  # the next run finds it
+        run.communicate()
+        status, err = (proc := synthetic.run("fetch")).returncode, proc.stderr
+    else:
+        run.send_signal(signal.SIGCONT)
+        err, status = run.communicate()[1], run.returncode
 
-    assert run.returncode == 0, err
+    assert status == 0, err
     kept = synthetic.ws.trees / "sdist-1.0.mine"
     assert f"kept as {kept}" in err
     assert git(kept, "rev-parse", "HEAD") == mine
@@ -629,12 +635,14 @@ def test_a_folder_that_appears_where_edit_makes_its_tree_is_kept(synthetic):
     assert (theirs / "notes.txt").read_text() == "mine\n"
 
 
-@pytest.mark.parametrize("then", ["rebase", "nothing", "stay on base"])
-def test_a_commit_on_the_edit_trees_base_is_refused_and_the_remedy_exports_it_as_a_patch(synthetic, then):
+@pytest.mark.parametrize("then", ["rebase", "nothing", "stay on base", "series in a linked worktree"])
+def test_a_commit_on_the_edit_trees_base_is_refused_and_the_remedy_exports_it_as_a_patch(synthetic, then, tmp_path):
     tree = synthetic.tree  # made by edit
     git(tree, "checkout", "-q", "base")
     commit(tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Oops, on base\n\nUpstream-Status: Pending")
-    if then != "stay on base":
+    if then == "series in a linked worktree":
+        git(tree, "worktree", "add", "-q", str(tmp_path / "linked"), "series")
+    elif then != "stay on base":
         git(tree, "checkout", "-q", "series")
     if then == "rebase":
         git(tree, "rebase", "-q", "base")  # as a person would, to put their branch on top

@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, NoReturn, TypeGuard
+from typing import Any, NoReturn
 
 from packaging.utils import canonicalize_name
 
@@ -273,7 +273,7 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
 
 def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> str:
     """``forward`` for a forward series, else ``export`` of the first edit tree there is, after ``edit`` if none."""
-    from patchseries.trees import EDIT_DIR, checkout_tree_name
+    from patchseries.trees import EDIT_DIR, checkout_tree_name, resolve_source
 
     given = ("--checkout", checkout) if checkout is not None else ()
     if patches_dir != ws.patches:  # the forward series beside the release series of --patches
@@ -282,25 +282,20 @@ def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin,
     if pin.commit and (release / "series").is_file() and (release / "base.toml").is_file():
         to = () if ws.patches == release / FORWARD_DIR else ("--to", ws.patches)
         return ws.command_on(release, "forward", *given, *to)
+    try:  # `edit --checkout` only where edit takes that checkout
+        takes = checkout is not None and bool(resolve_source(ws, pin, checkout, False, False))
+    except SeriesError:
+        takes = False
     edits, default = ws.workdir / EDIT_DIR, _default_tree(ws)
     lacking = any(path.startswith(pin.sdist_lacks) for patch in patches for path in patch.touched_existing)
     candidates = [
-        *([(edits / checkout_tree_name(checkout, pin), ("edit", *given))] if _takes(checkout, ws, pin) else []),
+        *([(edits / checkout_tree_name(checkout, pin), ("edit", *given))] if checkout and takes else []),
         *([(default, ("edit",))] if not lacking else []),
         (edits / f"git-{pin.commit[:12] or pin.tag}", ("edit", "--git")),
     ]
     tree, edit = next((c for c in candidates if (c[0] / ".git").exists()), candidates[0])
     export = ws.command("export", *(("--tree", tree) if tree != default else ()))
     return export if (tree / ".git").exists() else f"{ws.command(*edit)} && {export}"
-
-
-def _takes(checkout: Path | None, ws: Workspace, pin: Pin) -> TypeGuard[Path]:  # whether `edit --checkout` does
-    from patchseries.trees import resolve_source
-
-    try:
-        return checkout is not None and bool(resolve_source(ws, pin, checkout, False, False))
-    except SeriesError:
-        return False
 
 
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:

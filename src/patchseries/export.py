@@ -208,6 +208,7 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
     """Refuse to export ``repo`` into a series that pins another base: known by the record ``edit`` wrote, else by
     the commit of its branch ``base`` (the pinned commit, the sdist's base commit, or the pinned tag's)."""
     record = BaseRecord.read(repo)
+    refuse_operation_in_progress(repo)  # a stopped rebase first: the base check would name another remedy
     if not (commit := _commit(repo, BASE_REF)):
         return  # no branch base: export_series says so
     if record is not None and record.commit not in ("", commit):  # a commit on base would be in no patch
@@ -255,9 +256,14 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
         )
 
 
-def _onto_series(repo: Path, base: str) -> str:  # series rebased onto the moved base, base put back where it was
-    steps = [("checkout", "-q", "series"), ("rebase", "-q", "base"), ("branch", "-f", "base", base)]
-    return " && ".join(shell("git", "-C", repo, *step) for step in steps)
+def _onto_series(repo: Path, base: str) -> str:  # series rebased onto the moved base (where it is checked out)
+    heads = {_head(w): w for w in reversed(worktrees(repo))}  # the main worktree's checkout first
+    at = heads.get("refs/heads/series", repo)
+    moves = [(at, "checkout", "-q", "series")] if at == repo else []  # off base, if that is checked out here
+    if (on_base := heads.get("refs/heads/base")) is not None and not (moves and on_base == repo):
+        moves.append((on_base, "checkout", "-q", "--detach"))  # git moves no branch checked out
+    steps = [(repo, "worktree", "prune"), *moves, (at, "rebase", "-q", "base"), (repo, "branch", "-f", "base", base)]
+    return " && ".join(shell("git", "-C", *step) for step in steps)
 
 
 def _head(worktree: Path) -> str:  # the branch checked out there, "" for a detached HEAD
@@ -291,11 +297,13 @@ def _commit(repo: Path, revision: str) -> str:  # the commit ``revision`` names 
     return git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False).stdout.strip()
 
 
-def fetch_command(repo: Path, ref: str) -> str:  # fetches ``ref`` (tag, branch, commit) under its name
-    remote = (git("remote", cwd=repo, check=False).stdout.split() or ["origin"])[0]
-    # a commit comes with its remote's branches, a remote's branch is one of them
-    plain = not re.fullmatch(r"[0-9a-f]{4,40}", ref) and not ref.startswith(f"{remote}/")
-    return shell("git", "-C", repo, "fetch", remote, *([f"{ref}:{ref}"] if plain else []))
+def fetch_command(repo: Path, ref: str) -> str:  # fetches ``ref`` (tag, branch, commit, remote's branch) as named
+    remotes = git("remote", cwd=repo, check=False).stdout.split() or ["origin"]
+    remote, _, branch = ref.partition("/") if ref.split("/")[0] in remotes else (remotes[0], "", "")
+    spec = f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}" if branch else f"{ref}:{ref}"
+    if re.fullmatch(r"[0-9a-f]{4,40}", ref):  # a commit comes with its remote's branches (a one-branch clone too)
+        spec = f"+refs/heads/*:refs/remotes/{remote}/*"
+    return shell("git", "-C", repo, "fetch", remote, spec)
 
 
 @contextmanager

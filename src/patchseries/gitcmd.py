@@ -80,10 +80,6 @@ def out(*args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | Non
     return git(*args, cwd=cwd, env=env).stdout.strip()
 
 
-def is_clean(repo: Path) -> bool:
-    return not uncommitted_files(repo)
-
-
 def uncommitted_files(repo: Path, own_ignores_only: bool = False, user_config: bool = False) -> list[str]:
     """Staged, unstaged and untracked paths; ``own_ignores_only``: a global gitignore hides none of the person's."""
     config = ["-c", "core.excludesFile=/dev/null"] if own_ignores_only else []

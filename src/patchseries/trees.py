@@ -122,7 +122,7 @@ def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path,
     checkout = checkout.resolve()
     if not (checkout / ".git").exists():
         raise SeriesError(f"--checkout {checkout} is not a git checkout")
-    if not gitcmd.is_clean(checkout):
+    if gitcmd.uncommitted_files(checkout):
         raise SeriesError(f"--checkout {checkout} has uncommitted changes; commit or stash them first")
     head = git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=checkout, check=False).stdout.strip()
     if not head:
@@ -162,7 +162,7 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
                     stage("fetch-download")
             except (urllib.error.URLError, OSError) as exc:
                 raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
-        digest, mismatch = _sha256(sdist), f"sha256 mismatch for {pin.sdist_filename}"
+        digest, mismatch = hashlib.sha256(sdist.read_bytes()).hexdigest(), f"sha256 mismatch for {pin.sdist_filename}"
         if digest != pin.sdist_sha256 and sdist != target:
             raise SeriesError(f"{mismatch}: expected {pin.sdist_sha256}, got {digest}; refusing to use it")
         if digest != pin.sdist_sha256:  # kept only after its sha256 matched: another digest is a changed pin or file
@@ -171,10 +171,6 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
                               f"({shell('mv', target, kept_path(target))}) and re-run")  # fmt: skip
         sdist.replace(target)
     return target
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def safe_extract(archive: Path, dest: Path) -> None:  # an entry outside ``dest``, a link or a ``.git`` is refused
@@ -253,6 +249,7 @@ def tool_tree(
     tree = ws.trees / source.tree_name
     if source.kind == "sdist":  # the pinned sha256 is checked on every run, also when the tree is reused
         download_sdist(ws, pin, log)
+    _retire(_aside(tree), tree, log)  # a killed run's
     if tree.exists() or tree.is_symlink():
         if (why := changes_since_built(tree)) is not None:
             kept = kept_path(tree)
@@ -299,28 +296,37 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
         if old := tree.exists() or tree.is_symlink():
             if tree.parent != ws.trees:  # an edit tree is never replaced: this one appeared while it was built
                 raise SeriesError(f"{tree} appeared while the tool made it; it is left as it is, nothing was made")
-            tree.rename(work / "old")
-            if (why := changes_since_built(work / "old")) is not None:  # changed since checked: moved back, refused
-                (work / "old").rename(tree)
+            tree.rename(_aside(tree))
+            if (why := changes_since_built(_aside(tree))) is not None:  # changed since checked: moved back, refused
+                _aside(tree).rename(tree)
                 raise SeriesError(f"{tree} changed while the tool rebuilt it ({why}); it is left as it is: re-run")
         try:
             stage("replace-between-renames")
             base.path.rename(tree)
         except BaseException:
             if old and not tree.exists():
-                (work / "old").rename(tree)
+                _aside(tree).rename(tree)
             raise
     except OSError as exc:  # a full disk names no file: the tree it was building is the path to check
         if exc.filename is None:
             raise OSError(exc.errno, exc.strerror or str(exc), str(tree)) from exc
         raise
-    finally:  # a tree moved aside goes only as the tool built it: what a shell working in it wrote there is kept
-        if (aside := work / "old").is_dir() and (why := changes_since_built(aside)) is not None:
-            aside.rename(kept := kept_path(tree))
-            log(f"note: {tree} changed while the tool replaced it ({why}); kept as {kept}")
+    finally:
+        _retire(_aside(tree), tree, log)
         shutil.rmtree(work, ignore_errors=True)  # what is left, the next run's scratch clean-up removes
     result.tree = tree
     return result
+
+
+def _aside(tree: Path) -> Path:  # beside it, not in scratch: a killed run's is checked by the next run, not emptied
+    return tree.with_name(f".{tree.name}.replaced")
+
+
+def _retire(aside: Path, tree: Path, log: Log) -> None:  # goes only as built: what a shell working in it wrote is kept
+    if aside.is_dir() and not aside.is_symlink() and (why := changes_since_built(aside)) is not None:
+        aside.rename(kept := kept_path(tree))
+        log(f"note: {tree} changed while the tool replaced it ({why}); kept as {kept}")
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def changes_since_built(tree: Path) -> str | None:  # None when ``tree`` is as the tool built it, else what is not
@@ -349,7 +355,10 @@ def changes_since_built(tree: Path) -> str | None:  # None when ``tree`` is as t
 
 def _untracked(tree: Path) -> dict[str, str]:  # every untracked file, ignored ones too, with its content's digest
     names = filter(None, git("ls-files", "--others", "-z", cwd=tree).stdout.split("\0"))
-    return {name: _sha256(tree / name) if (tree / name).is_file() else "" for name in names}
+    return {
+        name: hashlib.sha256((tree / name).read_bytes()).hexdigest() if (tree / name).is_file() else ""
+        for name in names
+    }
 
 
 @contextmanager
