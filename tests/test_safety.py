@@ -635,7 +635,7 @@ def test_a_folder_that_appears_where_edit_makes_its_tree_is_kept(synthetic):
     assert (theirs / "notes.txt").read_text() == "mine\n"
 
 
-@pytest.mark.parametrize("then", ["rebase", "nothing", "stay on base", "series in a linked worktree"])
+@pytest.mark.parametrize("then", ["rebase", "nothing", "stay on base", "series in a linked worktree", "--branch"])
 def test_a_commit_on_the_edit_trees_base_is_refused_and_the_remedy_exports_it_as_a_patch(synthetic, then, tmp_path):
     tree = synthetic.tree  # made by edit
     git(tree, "checkout", "-q", "base")
@@ -646,14 +646,17 @@ def test_a_commit_on_the_edit_trees_base_is_refused_and_the_remedy_exports_it_as
         git(tree, "checkout", "-q", "series")
     if then == "rebase":
         git(tree, "rebase", "-q", "base")  # as a person would, to put their branch on top
+    branch = ["--branch", "feature"] if then == "--branch" else []
+    if branch:
+        git(tree, "checkout", "-q", "-b", "feature")
     before = files_of(synthetic.ws.patches)
 
-    error = one_error(synthetic.run("export"))
+    error = one_error(synthetic.run("export", *branch))
 
     assert "moved since the tool made the tree" in error
     assert files_of(synthetic.ws.patches) == before
     assert shell(between(error, "git -C ")).returncode == 0  # the remedy as printed
-    assert synthetic.run("export").returncode == 0
+    assert synthetic.run("export", *branch).returncode == 0
     assert any("Oops" in path.name for path in synthetic.ws.patches.glob("*.patch"))
 
 

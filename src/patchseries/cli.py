@@ -190,7 +190,7 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
         make = f"make one to edit with `{edit}`, or pass --tree"
         move = f"move it away ({shell('mv', given, kept_path(given))}) and " if os.path.lexists(given) else ""
         raise SeriesError(f"there is no tree to export at {given}; {move}{make}")
-    refuse_another_base(tree, pin, ws, edit)
+    refuse_another_base(tree, pin, ws, edit, args.branch)
     names = export_series(
         tree, ws.patches, branch=args.branch, lacks=pin.sdist_lacks, drop_lacking=args.drop_missing,
         author=args.author, refuse_placeholder_authors=True, edit=edit, log=print,

@@ -204,7 +204,7 @@ def parse_identity(text: str, given_as: str = "--author") -> tuple[str, str]:
     raise SeriesError(f"{shown} {why}; {fix}")
 
 
-def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
+def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str, branch: str = "series") -> None:
     """Refuse to export ``repo`` into a series that pins another base: known by the record ``edit`` wrote, else by
     the commit of its branch ``base`` (the pinned commit, the sdist's base commit, or the pinned tag's)."""
     record = BaseRecord.read(repo)
@@ -213,8 +213,8 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str) -> None:
         return  # no branch base: export_series says so
     if record is not None and record.commit not in ("", commit):  # a commit on base would be in no patch
         raise SeriesError(f"the branch base of {repo} moved since the tool made the tree ({record.commit[:12]} -> "
-                          f"{commit[:12]}): the commits on it would be in no patch; put series on it and base back "
-                          f"({_onto_series(repo, record.commit)}), so that they are exported as patches of series, "
+                          f"{commit[:12]}): the commits on it would be in no patch; put {branch} on it and base back "
+                          f"({_onto_series(repo, record.commit, branch)}), so that they are exported as its patches, "
                           "and export again; nothing was written")  # fmt: skip
     if record is not None:
         if record.base == pin.identity and (not pin.commit or commit == pin.commit):
@@ -256,10 +256,10 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
         )
 
 
-def _onto_series(repo: Path, base: str) -> str:  # series rebased onto the moved base (where it is checked out)
+def _onto_series(repo: Path, base: str, branch: str) -> str:  # ``branch`` rebased onto the moved base, where it is
     heads = {_head(w): w for w in reversed(worktrees(repo))}  # the main worktree's checkout first
-    at = heads.get("refs/heads/series", repo)
-    moves = [(at, "checkout", "-q", "series")] if at == repo else []  # off base, if that is checked out here
+    at = heads.get(f"refs/heads/{branch}", repo)
+    moves = [(at, "checkout", "-q", branch)] if at == repo else []  # off base, if that is checked out here
     if (on_base := heads.get("refs/heads/base")) is not None and not (moves and on_base == repo):
         moves.append((on_base, "checkout", "-q", "--detach"))  # git moves no branch checked out
     steps = [(repo, "worktree", "prune"), *moves, (at, "rebase", "-q", "base"), (repo, "branch", "-f", "base", base)]
