@@ -13,11 +13,12 @@ import pytest
 
 from conftest import TOOL, between, cli, commit, files_of, git, one_error, shell
 from patchseries.errors import SeriesError
-from patchseries.export import drift_report, fetch_command
+from patchseries.export import drift_report
 from patchseries.forward import add_entry, changelog_entries, check_onto, forward_message, forward_series
 from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.pin import load_pin
 from patchseries.series import read_series
+from patchseries.trees import fetch_advice
 
 MASTER_CHANGELOG = (
     "# Changelog\n\n## [unreleased] - YYYY-MM-DD\n\n### Added\n\n- Added a feature upstream\n\n### Fixed\n\n-\n\n"
@@ -485,11 +486,8 @@ def test_a_checkout_without_the_ref_a_command_needs_is_one_refusal(synthetic, ma
 
     proc = synthetic.run(*command, "--checkout", str(master))
 
-    ref = lacking.split("'")[-2]
-    fetch = f"git -C {master} fetch origin " + (
-        "'+refs/heads/*:refs/remotes/origin/*'" if ref == "0" * 40 else f"{ref}:{ref}"
-    )
-    assert one_error(proc) == f"error: {master} lacks {lacking}; fetch it ({fetch}) and re-run"
+    advice = f"fetch it into {master} from the remote that has it"
+    assert one_error(proc) == f"error: {master} lacks {lacking}; {advice} and re-run"
     assert sorted(p.name for p in toml.parent.iterdir()) == ["base.toml"]
 
 
@@ -507,15 +505,12 @@ def test_export_into_the_forward_series_without_a_tree_names_an_edit_that_makes_
     assert cli("export", *options).returncode == 0  # the tree it made is export's default
 
 
-def test_the_fetch_remedy_names_the_ref_as_git_fetches_it(upstream_clone, tmp_path):
+def test_the_fetch_advice_names_no_command_and_says_when_the_clone_is_shallow(upstream_clone, tmp_path):
     clone = tmp_path / "clone"
-    git(tmp_path, "clone", "-q", "--origin", "upstream", str(upstream_clone), str(clone))
-    fetch = f"git -C {clone} fetch upstream"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{upstream_clone}", str(clone))
 
-    assert fetch_command(clone, "master") == f"{fetch} master:master"
-    assert fetch_command(clone, "refs/tags/1.0") == f"{fetch} refs/tags/1.0:refs/tags/1.0"
-    assert fetch_command(clone, "b88ebc00cd") == f"{fetch} '+refs/heads/*:refs/remotes/upstream/*'"  # with the branches
-    assert fetch_command(clone, "upstream/master") == f"{fetch} +refs/heads/master:refs/remotes/upstream/master"
+    assert fetch_advice(upstream_clone) == f"fetch it into {upstream_clone} from the remote that has it"
+    assert fetch_advice(clone) == f"fetch it into {clone} from the remote that has it (--unshallow: it is shallow)"
 
 
 def test_forward_says_what_it_removed_that_git_holds(synthetic, master):

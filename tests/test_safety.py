@@ -622,6 +622,20 @@ def test_what_a_shell_working_in_the_tools_tree_writes_once_it_is_moved_aside_is
     assert git(kept, "rev-parse", "HEAD") == mine
 
 
+def test_a_linked_worktree_made_in_a_tree_being_replaced_works_again_by_the_command_the_note_names(synthetic, tmp_path):
+    assert synthetic.run("apply").returncode == 0
+    change_patches(synthetic.ws.patches)
+    run = _stopped_at_unpack("fetch", ws=synthetic.ws, at="replace-between-renames")
+    linked = tmp_path / "linked"
+    git(synthetic.ws.trees / ".sdist-1.0.replaced", "worktree", "add", "-q", "--detach", str(linked))
+    run.send_signal(signal.SIGCONT)
+    err = run.communicate()[1]
+
+    assert run.returncode == 0, err
+    assert shell(between(err, "(git -C")[1:]).returncode == 0  # the repair, as printed
+    assert git(linked, "rev-parse", "--show-toplevel") == str(linked)
+
+
 def test_a_folder_that_appears_where_edit_makes_its_tree_is_kept(synthetic):
     theirs = synthetic.ws.workdir / "edit" / "sdist-1.0"
     shutil.rmtree(theirs, ignore_errors=True)

@@ -28,7 +28,7 @@ from patchseries.series import (
     read_series,
     section_path,
 )
-from patchseries.trees import BASE_REF, BaseRecord, refuse_operation_in_progress
+from patchseries.trees import BASE_REF, BaseRecord, fetch_advice, refuse_operation_in_progress
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (
@@ -297,15 +297,6 @@ def _commit(repo: Path, revision: str) -> str:  # the commit ``revision`` names 
     return git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False).stdout.strip()
 
 
-def fetch_command(repo: Path, ref: str) -> str:  # fetches ``ref`` (tag, branch, commit, remote's branch) as named
-    remotes = git("remote", cwd=repo, check=False).stdout.split() or ["origin"]
-    remote, _, branch = ref.partition("/") if ref.split("/")[0] in remotes else (remotes[0], "", "")
-    spec = f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}" if branch else f"{ref}:{ref}"
-    if re.fullmatch(r"[0-9a-f]{4,40}", ref):  # a commit comes with its remote's branches (a one-branch clone too)
-        spec = f"+refs/heads/*:refs/remotes/{remote}/*"
-    return shell("git", "-C", repo, "fetch", remote, spec)
-
-
 @contextmanager
 def scratch_clone(repo: Path, commit: str, scratch: Path) -> Iterator[Path]:
     """A clone of ``repo`` (objects shared) at ``commit`` in a fresh folder of ``scratch``, which the lock empties."""
@@ -344,8 +335,7 @@ def drift_report(
     """Apply the patches to a clone of the base without whitespace errors, export them again and list every difference,
     then ``reexport`` (after copying files export would not replace); hunks for ``lacks`` are reported unchecked."""
     if not (base_commit := _commit(base_repo, base)):
-        raise SeriesError(f"{base_repo} has no {base!r} to check the series against; fetch it "
-                          f"({fetch_command(base_repo, base)}) and re-run")  # fmt: skip
+        raise SeriesError(f"{base_repo} has no {base!r} to check the series against; {fetch_advice(base_repo)}, re-run")
     report = DriftReport()
     with scratch_clone(base_repo, base_commit, scratch) as tree:
         git("checkout", "--quiet", "-b", "drift-check", cwd=tree)

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchseries.errors import SeriesError
-from patchseries.export import export_series, fetch_command, scratch_clone
+from patchseries.export import export_series, scratch_clone
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, out, patch_id_of_file, patch_ids
 from patchseries.interrupts import stage
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
 from patchseries.progress import Log, quiet
 from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path
-from patchseries.trees import failed_files, refuse_operation_in_progress
+from patchseries.trees import failed_files, fetch_advice, refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): ")
@@ -68,7 +68,7 @@ def forward_series(
 def _commit(repo: Path, ref: str, what: str) -> str:
     proc = git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=repo, check=False)
     if proc.returncode != 0:
-        raise SeriesError(f"{repo} lacks {what} {ref!r}; fetch it ({fetch_command(repo, ref)}) and re-run")
+        raise SeriesError(f"{repo} lacks {what} {ref!r}; {fetch_advice(repo)} and re-run")
     return proc.stdout.strip()
 
 

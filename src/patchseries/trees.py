@@ -135,8 +135,8 @@ def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path,
     if pin.commit:  # a series against an upstream commit: that commit of the clone, wherever HEAD is
         if not has_path(checkout, "", pin.commit):
             raise SeriesError(
-                f"--checkout {checkout} does not have the pinned commit {pin.commit[:12]}; fetch it "
-                f"({shell('git', '-C', checkout, 'fetch', 'origin')}), or pass --force-base to use the clone's HEAD"
+                f"--checkout {checkout} does not have the pinned commit {pin.commit[:12]}; {fetch_advice(checkout)}, "
+                "or pass --force-base to use the clone's HEAD"
             )
         return checkout, pin.commit, False
     if head != wanted:
@@ -242,6 +242,11 @@ def _init_fixed_commit(repo: Path, pin: Pin) -> None:
     git("branch", "-M", BASE_BRANCH, cwd=repo)
 
 
+def fetch_advice(repo: Path) -> str:  # names no command: which remote has a ref, and as what, the tool cannot know
+    shallow = out("rev-parse", "--is-shallow-repository", cwd=repo) == "true"
+    return f"fetch it into {repo} from the remote that has it" + (" (--unshallow: it is shallow)" if shallow else "")
+
+
 def tool_tree(
     ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log
 ) -> tuple[BaseTree, ApplyResult]:
@@ -254,7 +259,7 @@ def tool_tree(
         if (why := changes_since_built(tree)) is not None:
             kept = kept_path(tree)
             move = shell("mv", tree, kept)  # a linked worktree's link to the tree moves with it (worktree repair)
-            move += f" && {shell('git', '-C', kept, 'worktree', 'repair')}" if why.startswith("a linked") else ""
+            move += f" && {shell('git', '-C', kept, 'worktree', 'repair')}" if len(gitcmd.worktrees(tree)) > 1 else ""
             raise SeriesError(
                 f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it "
                 f"away ({move}){_commits_remedy(ws, pin, patches, source, kept)}, and re-run; nothing was changed"
@@ -325,7 +330,8 @@ def _aside(tree: Path) -> Path:  # beside it, not in scratch: a killed run's is 
 def _retire(aside: Path, tree: Path, log: Log) -> None:  # goes only as built: what a shell working in it wrote is kept
     if aside.is_dir() and not aside.is_symlink() and (why := changes_since_built(aside)) is not None:
         aside.rename(kept := kept_path(tree))
-        log(f"note: {tree} changed while the tool replaced it ({why}); kept as {kept}")
+        repair = f" ({shell('git', '-C', kept, 'worktree', 'repair')})" if len(gitcmd.worktrees(kept)) > 1 else ""
+        log(f"note: {tree} changed while the tool replaced it ({why}); kept as {kept}{repair}")
     shutil.rmtree(aside, ignore_errors=True)
 
 
