@@ -96,3 +96,20 @@ def test_ignored_files_the_tools_own_runs_make_are_the_tools(synthetic):
 
     assert proc.returncode == 0, proc.stderr
     assert "building a fresh one" in proc.stderr
+
+
+@pytest.mark.parametrize(("name", "theirs"), [("tests/copy.py", True), ("build/lib.txt", False)])
+def test_a_copy_edited_while_the_tool_tests_is_the_persons_and_a_rebuilt_artifact_the_tools(synthetic, name, theirs):
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    (tree / name).parent.mkdir(parents=True, exist_ok=True)
+    with recording(tree, copies=True):  # as `prepare` writes the acceptance suite's copies
+        (tree / name).write_text("the tool's\n")
+    with recording(tree):  # the tests run a long time: a person edits the copy meanwhile, a build rewrites build/
+        (tree / name).write_text("mine\n")
+    change_patches(synthetic.ws.patches)
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == (2 if theirs else 0), proc.stderr
+    assert (tree / name).read_text() == "mine\n" if theirs else "building a fresh one" in proc.stderr

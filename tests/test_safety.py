@@ -649,7 +649,9 @@ def test_a_folder_that_appears_where_edit_makes_its_tree_is_kept(synthetic):
     assert (theirs / "notes.txt").read_text() == "mine\n"
 
 
-@pytest.mark.parametrize("then", ["rebase", "nothing", "stay on base", "series in a linked worktree", "--branch"])
+@pytest.mark.parametrize(
+    "then", ["rebase", "nothing", "stay on base", "series in a linked worktree", "--branch", "--branch refs/heads/"]
+)
 def test_a_commit_on_the_edit_trees_base_is_refused_and_the_remedy_exports_it_as_a_patch(synthetic, then, tmp_path):
     tree = synthetic.tree  # made by edit
     git(tree, "checkout", "-q", "base")
@@ -660,7 +662,7 @@ def test_a_commit_on_the_edit_trees_base_is_refused_and_the_remedy_exports_it_as
         git(tree, "checkout", "-q", "series")
     if then == "rebase":
         git(tree, "rebase", "-q", "base")  # as a person would, to put their branch on top
-    branch = ["--branch", "feature"] if then == "--branch" else []
+    branch = ["--branch", then.removeprefix("--branch").strip() + "feature"] if then.startswith("--branch") else []
     if branch:
         git(tree, "checkout", "-q", "-b", "feature")
     before = files_of(synthetic.ws.patches)

@@ -20,6 +20,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+import patchseries.release
 from conftest import (
     TOOL,
     between,
@@ -33,6 +34,7 @@ from conftest import (
     shell,
     write_pin,
 )
+from patchseries.cli import main
 from patchseries.export import export_series
 from patchseries.paths import PROJECT_ROOT, Workspace
 from patchseries.pin import load_pin
@@ -45,6 +47,7 @@ from patchseries.release import (
     patches_in,
     replace_imports,
     series_files,
+    series_snapshot,
 )
 from patchseries.runner import find_uv
 from patchseries.series import fingerprint, read_series
@@ -386,13 +389,13 @@ def test_the_installed_files_check_passes_on_the_wheels_and_fails_on_the_unpatch
         installed = tmp_path / f"site-{package}"
         with zipfile.ZipFile(_wheel(release, package)) as archive:
             archive.extractall(installed)
-        ok, report = check_installed(tree, wheel_pin.mapping(package), installed)
+        ok, report = check_installed(*_series(tree, tmp_path), wheel_pin.mapping(package), installed)
         assert ok, report
         assert report == [f"{files} of {files} files the series changes are installed as it has them"]
         # the same package unpatched: the release's own file
         util = "fakelib/fabric/util.py" if package == "fakelib" else "fakelib_fabric/util.py"
         (installed / util).write_text(UTIL)
-        ok, report = check_installed(tree, wheel_pin.mapping(package), installed)
+        ok, report = check_installed(*_series(tree, tmp_path), wheel_pin.mapping(package), installed)
         assert not ok
         assert report[1:] == [f"NOT THE SERIES': {util}"]
 
@@ -455,7 +458,7 @@ def test_the_real_wheels_carry_the_series_and_an_unpatched_build_fails_the_check
         assert members[f"{package}/version.info"].decode().strip() == version
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(tmp_path / f"site-{package}")
-        ok, report = check_installed(tree, wheel_pin.mapping(package), tmp_path / f"site-{package}")
+        ok, report = check_installed(*_series(tree, tmp_path), wheel_pin.mapping(package), tmp_path / f"site-{package}")
         assert ok, report
     # the unpatched release, built by its own backend: the check fails for every file the series changes
     unpacked = tmp_path / "unpatched"
@@ -465,9 +468,15 @@ def test_the_real_wheels_carry_the_series_and_an_unpatched_build_fails_the_check
     subprocess.run(build, check=True, capture_output=True)
     with zipfile.ZipFile(next((tmp_path / "out").glob("*.whl"))) as archive:
         archive.extractall(tmp_path / "site-unpatched")
-    ok, report = check_installed(tree, wheel_pin.mapping(pin.name), tmp_path / "site-unpatched")
+    series, changed = _series(tree, tmp_path)
+    ok, report = check_installed(series, changed, wheel_pin.mapping(pin.name), tmp_path / "site-unpatched")
     assert not ok
-    assert len(report) == 1 + len(series_files(tree, wheel_pin.mapping(pin.name)))  # each one named
+    assert len(report) == 1 + len(series_files(changed, wheel_pin.mapping(pin.name)))  # each one named
+
+
+def _series(tree: Path, tmp_path: Path) -> tuple[Path, list[str]]:  # the files the series changes, as committed
+    series = tmp_path / f"series-{len(list(tmp_path.glob('series-*')))}"
+    return series, series_snapshot(tree, "refs/heads/series", series)
 
 
 def _change_series(ws: Workspace) -> str:
@@ -500,6 +509,24 @@ def test_the_series_is_read_once_for_a_run_of_wheels(release: Release):
 
     assert os.waitstatus_to_exitcode(status) == 0, run.stderr.read()  # type: ignore[union-attr]
     assert set(_versions(release.dist).values()) == {f"1.0+series.3 {released}"}
+
+
+def test_a_file_edited_in_the_tools_tree_while_wheels_runs_is_not_in_a_wheel(release: Release, monkeypatch):
+    made = patchseries.release.tool_tree
+
+    def then_edited(*args, **kwargs):  # type: ignore[no-untyped-def]
+        tree, applied = made(*args, **kwargs)
+        (tree.path / "src" / "fakelib" / "fabric" / "util.py").write_text("MINE = 1\n")  # after the tree's check
+        return tree, applied
+
+    monkeypatch.setattr(patchseries.release, "tool_tree", then_edited)
+    ws = release.ws
+    assert (
+        main(["wheels", "--patches", str(ws.patches), "--workdir", str(ws.workdir), "--dist", str(release.dist)]) == 0
+    )
+
+    for package, util in (("fakelib", "fakelib/fabric/util.py"), ("fakelib_fabric", "fakelib_fabric/util.py")):
+        assert b"MINE" not in _members(_wheel(release, package))[util]  # the series' file, as committed
 
 
 def test_a_changed_series_sorts_below_the_released_one_so_pip_takes_the_released_wheel(release: Release):

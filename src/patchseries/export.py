@@ -65,7 +65,8 @@ def export_series(
     what it replaces must be kept (by git, or its record); hunks for ``lacks`` dropped only with ``drop_lacking``."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
-    label, branch = branch, branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
+    branch = branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
+    label = branch.removeprefix("refs/heads/")  # as git commands name it
     base_label = base.removeprefix("refs/heads/")
     if git("check-ref-format", branch, check=False).returncode != 0:
         raise SeriesError(f"--branch {label!r} is not a branch name; pass the name of a branch of {repo}")
@@ -257,6 +258,7 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
 
 
 def _onto_series(repo: Path, base: str, branch: str) -> str:  # ``branch`` rebased onto the moved base, where it is
+    branch = branch.removeprefix("refs/heads/")
     heads = {_head(w): w for w in reversed(worktrees(repo))}  # the main worktree's checkout first
     at = heads.get(f"refs/heads/{branch}", repo)
     moves = [(at, "checkout", "-q", branch)] if at == repo else []  # off base, if that is checked out here

@@ -102,7 +102,7 @@ def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
     ws.workdir.mkdir(parents=True, exist_ok=True)
     log(f"stage 3/5: applying {len(patches)} patches on {ws.trees / source.tree_name}")
     tree, applied = tool_tree(ws, pin, patches, source, log)
-    with recording(tree.path):
+    with recording(tree.path, copies=True):
         if installed := install_acceptance(tree.path, ws.acceptance):  # first: the harness adds only what it lacks
             log(f"copied the acceptance suite ({len(installed)} test modules) into tests/")
         if written := write_harness(tree.path, patches):

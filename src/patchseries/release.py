@@ -19,7 +19,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import out
+from patchseries.gitcmd import git, out
 from patchseries.interrupts import stage
 from patchseries.lock import Lock, hold
 from patchseries.paths import Workspace, kept_path, shell
@@ -27,7 +27,7 @@ from patchseries.pin import Pin, Standalone
 from patchseries.progress import Log
 from patchseries.runner import find_uv
 from patchseries.series import Patch, crlf_problem, fingerprint, has_crlf
-from patchseries.trees import BASE_REF, SERIES_REF, download_sdist, resolve_source, safe_extract, tool_tree
+from patchseries.trees import BASE_REF, download_sdist, resolve_source, safe_extract, tool_tree
 
 RECORD_NAME = "patch-series.json"  # in each wheel's .dist-info: importlib.metadata reads it without importing torch
 PROJECT = "lightning-compile-series"  # the record's "project": what marks a wheel as the tool's
@@ -158,10 +158,11 @@ def build_wheels(
                        for s in wheel_pin.standalones)]  # fmt: skip
         archives = [download_sdist(ws, each, log) for each in pins]  # every sha256 checked before any build
         ws.workdir.mkdir(parents=True, exist_ok=True)
-        tree = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)[0].path
+        base, applied = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)
         ws.scratch.mkdir(parents=True, exist_ok=True)
         built: dict[Path, Files] = {}  # each wheel with what it must hold
         with tempfile.TemporaryDirectory(dir=ws.scratch, prefix="wheels-") as scratch:
+            changed = series_snapshot(base.path, applied.head, series := Path(scratch) / "series")
             release = Path(scratch) / "release" / pin.sdist_root  # the unified sdist as released: what is mirrored
             safe_extract(archives[0], release.parent)
             for package, package_pin, archive in zip(wheel_pin.packages, pins, archives, strict=True):
@@ -170,7 +171,7 @@ def build_wheels(
                 if not sdist.is_dir():
                     raise SeriesError(f"{package_pin.sdist_filename} has no top-level folder "
                                       f"{package_pin.sdist_root!r}; check its root in the pin")  # fmt: skip
-                files = _mirror(release, tree, sdist, wheel_pin.mapping(package), package_pin.sdist_filename)
+                files = _mirror(release, series, changed, sdist, wheel_pin.mapping(package), package_pin.sdist_filename)
                 record = _record(wheel_pin, package, package_pin, patches, in_packages[package])
                 for version_file in [*(sdist / "src").glob("*/version.info"), sdist / "src" / "version.info"]:
                     version_file.write_text(f"{version}\n")  # what the build reads its version from
@@ -184,26 +185,35 @@ def build_wheels(
     return {dist / wheel.name: in_packages[wheel.name.split("-")[0]] for wheel in built}, kept_wheels
 
 
-def series_files(tree: Path, mapping: PackageMapping) -> dict[str, str]:
-    """Each file the series changes (a tool's ``tree``) that the package ships: its path there -> in the package."""
-    changed = out("diff", "--name-only", "--no-renames", BASE_REF, SERIES_REF, cwd=tree).splitlines()
+def series_snapshot(tree: Path, head: str, into: Path) -> list[str]:
+    """The paths the series changes; each file as commit ``head`` has it written under ``into`` (none if it deletes
+    it): what a person writes in the tool's ``tree`` while the tool reads is not read."""
+    changed = out("diff", "--name-only", "--no-renames", BASE_REF, head, cwd=tree).splitlines()
+    kept = out("diff", "--name-only", "--no-renames", "--diff-filter=d", BASE_REF, head, cwd=tree).splitlines()
+    index = {"GIT_INDEX_FILE": str(into.with_name(f"{into.name}.index"))}
+    git("read-tree", head, cwd=tree, env=index)
+    git("checkout-index", f"--prefix={into}/", "--", *kept, cwd=tree, env=index)
+    return changed
+
+
+def series_files(changed: list[str], mapping: PackageMapping) -> dict[str, str]:  # those the package ships: -> there
     return {path: target for path in changed if (target := mapping.path(path)) is not None}
 
 
-def _mirror(release: Path, tree: Path, sdist: Path, mapping: PackageMapping, sdist_name: str) -> Files:
+def _mirror(release: Path, series: Path, changed: list[str], sdist: Path, mapping: PackageMapping, name: str) -> Files:
     """Write each file the series changes into the sdist, once its is the release's: what the wheel must hold."""
     files: Files = {}
-    for path, target in series_files(tree, mapping).items():
-        was, now, file = mapping.read(release / path, path), mapping.read(tree / path, path), sdist / target
+    for path, target in series_files(changed, mapping).items():
+        was, now, file = mapping.read(release / path, path), mapping.read(series / path, path), sdist / target
         if (file.read_bytes() if file.is_file() else None) != was:
-            raise SeriesError(f"{sdist_name} is not the release's mirror: its {target} is not the release's "
+            raise SeriesError(f"{name} is not the release's mirror: its {target} is not the release's "
                               f"{path} mapped as Lightning's .actions/assistant.py does; check its url and sha256 in "
                               "the pin")  # fmt: skip
         file.unlink(missing_ok=True)
         if now is not None:
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_bytes(now)
-            shutil.copymode(tree / path, file)
+            shutil.copymode(series / path, file)
         files[target.removeprefix("src/")] = now
     return files
 

@@ -5,6 +5,7 @@ written again."""
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -368,12 +369,22 @@ def _untracked(tree: Path) -> dict[str, str]:  # every untracked file, ignored o
 
 
 @contextmanager
-def recording(tree: Path) -> Iterator[None]:
-    """Around the stages that write into the tool's ``tree``: the untracked files there when they end are the tool's."""
+def recording(tree: Path, copies: bool = False) -> Iterator[None]:
+    """Around the stages that write into the tool's ``tree``: the untracked files there when they end are the tool's,
+    but for a stage that writes no ``copies`` (installing, testing) a recorded one changed outside the build
+    artifacts is a person's (an acceptance copy edited while the tests ran): it keeps its recorded digest."""
+    before = {} if copies else _read_json(tree / ".git" / FILES) or {}
     try:
         yield
     finally:
-        _write_json(tree, FILES, _untracked(tree))
+        now = _untracked(tree)
+        theirs = {name: before[name] for name in before.keys() & now.keys() if not _artifact(name)}
+        _write_json(tree, FILES, {**now, **theirs})
+
+
+def _artifact(path: str) -> bool:  # what builds and test runs rewrite (BUILD_ARTIFACTS, as git matches them)
+    parts = [f"{part}/" for part in path.split("/")[:-1]] + path.split("/")[-1:]
+    return any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in BUILD_ARTIFACTS)
 
 
 def _read_json(path: Path, *keys: str) -> Any:  # None if unreadable, or if it lacks one of the string ``keys``

@@ -39,10 +39,12 @@ def find_wheel(dist: Path, package: str, local_version: str, rebuild: str) -> Pa
     return found[-1]
 
 
-def check_installed(tree: Path, mapping: PackageMapping, site_packages: Path) -> tuple[bool, list[str]]:
+def check_installed(
+    series: Path, changed: list[str], mapping: PackageMapping, site_packages: Path
+) -> tuple[bool, list[str]]:  # fmt: skip
     """Whether each file the series changes in the package (at least one) is installed as its wheel has it; a report."""
-    files = {target.removeprefix("src/"): mapping.read(tree / path, path)
-             for path, target in release.series_files(tree, mapping).items()}  # fmt: skip
+    files = {target.removeprefix("src/"): mapping.read(series / path, path)
+             for path, target in release.series_files(changed, mapping).items()}  # fmt: skip
     installed = {path: (site_packages / path).read_bytes() for path in files if (site_packages / path).is_file()}
     wrong = [path for path, data in files.items() if installed.get(path) != data]
     if not files:
@@ -65,7 +67,7 @@ def run_wheel_test(
     for each in wheels:  # the ones it requires too: a person's wheel at that name is not the series'
         release.kept(each, wheel_pin.series, then=f", build the wheels again ({rebuild}) and re-run")
     ws.workdir.mkdir(parents=True, exist_ok=True)
-    tree = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)[0].path
+    base, applied = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)
     mapping = wheel_pin.mapping(package)
     venv = ws.venvs / f"wheel-{package}-py{sys.version_info[0]}.{sys.version_info[1]}-torch{torch}"
     uv = env.find_uv(installer)  # made fresh every time (no recipe): what a user's new environment is
@@ -83,18 +85,19 @@ def run_wheel_test(
     site_packages, origin = Path(purelib), str(origin or "nowhere")
     problems = [f"installed version {installed}, not {version}"] if installed != version else []
     problems += [] if origin.startswith(purelib) else [f"{package} is imported from {origin}, not from {site_packages}"]
-    files_ok, files = check_installed(tree, mapping, site_packages)
-    files_ok = files_ok and not problems
-    log(f"installed {package} {installed} in {venv.name}; installed-files check: {'ok' if files_ok else 'FAILED'}")
     standalone = wheel_pin.standalone(package)
     suites = [f"tests_{s}" for s in (standalone.ships if standalone else (s.subpackage for s in wheel_pin.standalones))]
     ws.scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ws.scratch, prefix="wheel-tests-") as scratch:
-        modules = _write_suite(ws.acceptance, Path(scratch), suites, mapping)
-        shutil.copyfile(tree / "pyproject.toml", Path(scratch) / "pyproject.toml")  # Lightning's pytest configuration
+        changed = release.series_snapshot(base.path, applied.head, series := Path(scratch) / "series")
+        files_ok, files = check_installed(series, changed, mapping, site_packages)
+        files_ok = files_ok and not problems
+        log(f"installed {package} {installed} in {venv.name}; installed-files check: {'ok' if files_ok else 'FAILED'}")
+        modules = _write_suite(ws.acceptance, Path(scratch) / "suite", suites, mapping)
+        shutil.copyfile(base.path / "pyproject.toml", Path(scratch) / "suite" / "pyproject.toml")  # pytest's config
         log(f"running {len(modules)} acceptance test modules of {', '.join(suites)} against the installed {package}")
         reports = ws.reports / f"wheel-{package}-torch-{torch}"
-        outcome = run_tests(env.Environment(venv, torch), Path(scratch), modules, [], reports, pytest_args)
+        outcome = run_tests(env.Environment(venv, torch), Path(scratch) / "suite", modules, [], reports, pytest_args)
     status = (5 if outcome.no_tests else 0 if outcome.ok else 1) if files_ok else 1
     return status, "\n".join([
         "wheel test",
