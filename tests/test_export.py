@@ -586,10 +586,10 @@ def test_export_refuses_uncommitted_edits_in_a_linked_worktree(synthetic, tmp_pa
     assert f"{linked} has uncommitted changes ({CORE})" in error
 
 
-@pytest.mark.parametrize("checkout", [["-b", "wip"], ["--detach"]])
-def test_export_refuses_commits_at_head_beyond_the_branch_and_its_remedy_runs(synthetic, checkout):
-    git(synthetic.tree, "checkout", "-q", *checkout)
-    commit(synthetic.tree, {CORE: "def answer():\n    return 45\n"}, "More work\n\nUpstream-Status: Pending")
+@pytest.mark.parametrize("checkout", [["-b", "wip"], ["--detach"], ["-b", "wip", "series~1"], ["--detach", "series~1"]])
+def test_export_refuses_commits_at_head_not_on_the_branch_and_its_remedies_run(synthetic, checkout):
+    git(synthetic.tree, "checkout", "-q", *checkout)  # on top of series, or off it (a fix for its first patch)
+    commit(synthetic.tree, {"src/fakelib/more.py": "X = 1\n"}, "More work\n\nUpstream-Status: Pending")
     before = files_of(synthetic.ws.patches)
 
     error = one_error(synthetic.run("export"))
@@ -598,6 +598,8 @@ def test_export_refuses_commits_at_head_beyond_the_branch_and_its_remedy_runs(sy
     assert "which export would leave out" in error
     assert files_of(synthetic.ws.patches) == before
     assert shell(between(error, "git -C ")).returncode == 0  # the remedy, as printed
+    if "series~1" in checkout:  # replayed on series: now on top of it, the next refusal's remedy moves series there
+        assert shell(between(one_error(synthetic.run("export")), "git -C ")).returncode == 0
     assert synthetic.run("export").returncode == 0
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
 

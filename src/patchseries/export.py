@@ -234,7 +234,7 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str, branch: 
 
 
 def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: str) -> None:
-    """Refuse uncommitted changes, and commits at HEAD on top of ``branch`` (``checkout -b wip``, a detached HEAD)."""
+    """Refuse uncommitted changes, and commits at HEAD not on ``branch`` (``checkout -b wip``, a detached HEAD)."""
     if dirty := uncommitted_files(worktree, user_config=True):  # what the person's own gitignore hides is not work
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
         raise SeriesError(
@@ -242,19 +242,19 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
             f"commit, or git commit --fixup and git rebase -i --autosquash {base_label}) or stash them, then export"
         )
     head = _head(worktree)
-    if head == branch or git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode:
+    if head == branch or not (beyond := out("rev-list", f"{branch}..HEAD", cwd=worktree).split()):
         return
-    if beyond := out("rev-list", f"{branch}..HEAD", cwd=worktree).split():
-        where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
-        at = next((w for w in worktrees(worktree) if _head(w) == branch), None)  # git moves it there by a merge
-        move = (
-            ("-C", at, "merge", "-q", "--ff-only", beyond[0]) if at else ("-C", worktree, "branch", "-f", label, "HEAD")
-        )  # a worktree whose folder is gone still holds its branch until pruned
-        prune = "" if at else f"{shell('git', '-C', worktree, 'worktree', 'prune')} && "
-        raise SeriesError(
-            f"{worktree} has {len(beyond)} commit(s) on {where}, on top of {label}, which export would leave out; put "
-            f"them on {label} ({prune}{shell('git', *move)}) and export again, or export that branch (--branch NAME)"
-        )
+    where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
+    off = git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode != 0  # a fork
+    at = None if off else next((w for w in worktrees(worktree) if _head(w) == branch), None)  # moved there by a merge
+    move = ("-C", at, "merge", "-q", "--ff-only", beyond[0]) if at else ("-C", worktree, "branch", "-f", label, "HEAD")
+    move = ("-C", worktree, "rebase", "-q", label) if off else move  # replayed on it, then moved as above
+    prune = "" if at or off else f"{shell('git', '-C', worktree, 'worktree', 'prune')} && "  # a gone worktree's
+    raise SeriesError(
+        f"{worktree} has {len(beyond)} commit(s) on {where}, {'off' if off else 'on top of'} {label}, which export "
+        f"would leave out; put them on {label} ({prune}{shell('git', *move)}) and export again, or export that "
+        "branch (--branch NAME)"
+    )
 
 
 def _onto_series(repo: Path, base: str, branch: str) -> str:  # ``branch`` rebased onto the moved base, where it is
