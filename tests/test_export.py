@@ -648,15 +648,34 @@ def test_a_persons_git_configuration_never_changes_the_patches(synthetic, tmp_pa
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-@pytest.mark.parametrize("line", ["---", "--- more", "diff --git a/x b/x", "Index: x"])
-def test_export_refuses_a_message_line_where_git_am_ends_a_message(synthetic, line):
-    commit(synthetic.tree, {CORE: "def answer():\n    return 46\n"}, f"Subject\n\nBody\n{line}\nafter\n")
+@pytest.mark.parametrize(
+    ("message", "read"),
+    [
+        *(
+            (f"Subject\n\nBody\n{line}\nafter\n", "message")
+            for line in ("---", "--- more", "diff --git a/x b/x", "Index: x")
+        ),
+        ("[fabric] Keep the kwargs\n", "subject"),
+        ("Re: the answer\n", "subject"),
+        ("Credit\n\nFrom: Alice <alice@example.com>\nreported it\n", "author and message"),
+        ("Credit\n\nDate: Mon, 1 Jan 2024 00:00:00 +0000\nreported it\n", "message"),
+    ],
+)
+def test_export_refuses_a_commit_that_git_am_would_read_otherwise_from_its_patch(synthetic, message, read):
+    commit(synthetic.tree, {CORE: "def answer():\n    return 46\n"}, message)
     before = files_of(synthetic.ws.patches)
 
     error = one_error(synthetic.run("export"))
 
-    assert f"has the line {line!r} in its message, where `git am` ends a message" in error
+    assert f"`git am` would read its patch's {read} otherwise" in error
     assert files_of(synthetic.ws.patches) == before
+
+
+def test_a_multi_line_subject_and_a_non_ascii_author_come_back_from_their_patches(synthetic):
+    (synthetic.tree / CORE).write_text("def answer():\n    return 46\n")
+    git(synthetic.tree, "-c", "user.name=Zoë Ünïcode", "commit", "-qam", "A subject\nover two lines\n\nBody: text\n")
+
+    assert synthetic.run("export").returncode == 0
 
 
 def test_an_edit_tree_of_a_checkout_exports_after_the_checkout_moved(synthetic, upstream_clone, tmp_path):

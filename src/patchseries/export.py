@@ -51,7 +51,6 @@ _IDENTITY = re.compile(r"^(?P<name>[^<>\x00-\x1f]*[^<>\s])\s*<(?P<email>[^<>\s@]
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
-_PATCH_BREAK = re.compile(r"diff -|Index: |---(?: [^ \t]|\s*$)")  # where `git am` (mailinfo) ends a message
 RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
 SCRATCH_PREFIX = ".patchseries-export-"  # the fresh folder in the series folder where an export writes its files
 
@@ -84,7 +83,8 @@ def export_series(
         raise SeriesError(f"branch {label!r} has no commits on top of {base_label!r}; nothing to export")
     for worktree in worktrees(repo):
         _refuse_work_outside(worktree, branch, label, base_label)
-    _refuse_what_am_cannot_apply(repo, f"{base}..{branch}", base_label)
+    rebase = shell("git", "-C", repo, "rebase", "-i", base_label)  # where a commit is dropped or reworded
+    _refuse_what_am_cannot_apply(repo, f"{base}..{branch}", rebase)
     authors = out("log", "--format=%an <%ae>", f"{base}..{branch}", cwd=repo).splitlines()  # as format-patch writes
     placeholder = next((a for a in authors if is_placeholder(a)), None) if refuse_placeholder_authors else None
     if placeholder and author is None:  # parse_identity refuses a placeholder --author
@@ -101,6 +101,9 @@ def export_series(
         git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits, cwd=source)
         stage("export-staged")
         names = sorted(p.name for p in staging.glob("*.patch"))
+        _refuse_what_am_reads_otherwise(
+            source, commits, staging, names, shell("git", "-C", repo, "rebase", "-i", base_label)
+        )
         committed = read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
         dropped = [] if drop_lacking else dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])
         if dropped:
@@ -247,8 +250,12 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
     where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
     off = git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode != 0  # a fork
     at = None if off else next((w for w in worktrees(worktree) if _head(w) == branch), None)  # moved there by a merge
-    move = ("-C", at, "merge", "-q", "--ff-only", beyond[0]) if at else ("-C", worktree, "branch", "-f", label, "HEAD")
-    move = ("-C", worktree, "rebase", "-q", label) if off else move  # replayed on it, then moved as above
+    if off:  # replayed on it first, then moved as below
+        move: tuple[str | Path, ...] = ("-C", worktree, "rebase", "-q", label)
+    elif at:
+        move = ("-C", at, "merge", "-q", "--ff-only", beyond[0])
+    else:
+        move = ("-C", worktree, "branch", "-f", label, "HEAD")
     prune = "" if at or off else f"{shell('git', '-C', worktree, 'worktree', 'prune')} && "  # a gone worktree's
     raise SeriesError(
         f"{worktree} has {len(beyond)} commit(s) on {where}, {'off' if off else 'on top of'} {label}, which export "
@@ -272,21 +279,31 @@ def _head(worktree: Path) -> str:  # the branch checked out there, "" for a deta
     return git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
 
 
-def _refuse_what_am_cannot_apply(repo: Path, commits: str, base_label: str) -> None:
-    """Refuse a commit that changes no file, or with a line where ``git am`` ends a message (``---``, ``Index: ``)."""
-    rebase = shell("git", "-C", repo, "rebase", "-i", base_label)
+def _refuse_what_am_cannot_apply(repo: Path, commits: str, rebase: str) -> None:  # a patch with no diff
     for commit in out("rev-list", "--reverse", commits, cwd=repo).split():
-        message = git("cat-file", "commit", commit, cwd=repo).stdout.split("\n\n", 1)[-1]
-        subject = message.split("\n", 1)[0]
         if git("diff-tree", "--quiet", "-r", commit, cwd=repo, check=False).returncode == 0:
-            raise SeriesError(f"commit {commit[:12]} ({subject}) changes no file: its patch would have no diff, which "
-                              f"`git am` cannot apply; drop it ({rebase}, `drop`); nothing was written")  # fmt: skip
-        body = message.split("\n\n", 1)[1] if "\n\n" in message else ""
-        if (cut := next((line for line in body.splitlines() if _PATCH_BREAK.match(line)), None)) is not None:
+            raise SeriesError(f"commit {commit[:12]} ({out('log', '-1', '--format=%s', commit, cwd=repo)}) changes no "
+                              "file: its patch would have no diff, which `git am` cannot apply; drop it "
+                              f"({rebase}, `drop`); nothing was written")  # fmt: skip
+
+
+def _refuse_what_am_reads_otherwise(source: Path, commits: str, staging: Path, names: list[str], rebase: str) -> None:
+    """Refuse a patch from which ``git am`` (its mailinfo) would not make its commit's author and message again."""
+    for commit, name in zip(out("rev-list", "--reverse", commits, cwd=source).split(), names, strict=True):
+        author, _, message = git("log", "-1", "--format=%an <%ae>%n%B", commit, cwd=source).stdout.partition("\n")
+        first, _, body = message.partition("\n\n")
+        mail = (staging / name).read_text(errors=ENCODING_ERRORS)
+        info = git("mailinfo", staging / "mailinfo", os.devnull, cwd=source, stdin=mail).stdout.splitlines()
+        fields = dict(line.split(": ", 1) for line in info if ": " in line)
+        read = {"author": f"{fields.get('Author')} <{fields.get('Email')}>", "subject": fields.get("Subject", ""),
+                "message": (staging / "mailinfo").read_text(errors=ENCODING_ERRORS).strip()}  # fmt: skip
+        made = {"author": author, "subject": first.replace("\n", " ").strip(), "message": body.strip()}
+        if differ := [key for key in read if read[key] != made[key]]:
             raise SeriesError(
-                f"commit {commit[:12]} ({subject}) has the line {cut!r} in its message, where `git am` ends a message "
-                f"and starts the diff: applied, the patch would lose the rest of it; reword it ({rebase}, `reword`), "
-                "e.g. indent that line; nothing was written"
+                f"commit {commit[:12]} ({made['subject']}): `git am` would read its patch's {' and '.join(differ)} "
+                "otherwise (it drops a subject's leading [tag] or Re:, takes From:/Date: lines that start a message as "
+                f"headers, ends a message at a line like ---); reword it ({rebase}, `reword`), e.g. indent that line; "
+                "nothing was written"
             )
 
 
