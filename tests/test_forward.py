@@ -16,6 +16,7 @@ from patchseries.errors import SeriesError
 from patchseries.export import drift_report
 from patchseries.forward import add_entry, changelog_entries, check_onto, forward_message, forward_series
 from patchseries.interrupts import SIGNAL_AT_ENV
+from patchseries.lock import series_lock
 from patchseries.pin import load_pin
 from patchseries.series import read_series
 from patchseries.trees import fetch_advice
@@ -503,6 +504,14 @@ def test_export_into_the_forward_series_without_a_tree_names_an_edit_that_makes_
     made = shell(between(error, f"{TOOL} edit", "`"))  # the edit it names, as printed: no sdist has master's base
     assert made.returncode == 0, made.stderr
     assert cli("export", *options).returncode == 0  # the tree it made is export's default
+
+
+def test_forward_reads_the_release_series_under_its_lock_from_another_work_directory(synthetic, master, tmp_path):
+    options = ("--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "other"))
+    with series_lock(synthetic.ws.patches):  # an export switching the series' files
+        proc = cli("forward", "--checkout", str(master), *options)
+
+    assert "another patchseries export or forward is writing" in one_error(proc)
 
 
 def test_the_fetch_advice_names_no_command_and_says_when_the_clone_is_shallow(upstream_clone, tmp_path):

@@ -636,6 +636,20 @@ def test_a_linked_worktree_made_in_a_tree_being_replaced_works_again_by_the_comm
     assert git(linked, "rev-parse", "--show-toplevel") == str(linked)
 
 
+def test_a_tool_tree_that_is_a_link_is_replaced_again_and_again_and_its_target_left_as_it_is(synthetic, tmp_path):
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    target = tree.rename(tmp_path / "elsewhere")
+    tree.symlink_to(target)
+
+    for subject in ("First rewording", "Second rewording"):
+        change_patches(synthetic.ws.patches, subject)
+        proc = synthetic.run("apply")
+        assert proc.returncode == 0, proc.stderr
+
+    assert git(target, "rev-parse", "--verify", "series")  # untouched: only the link went
+
+
 def test_a_folder_that_appears_where_edit_makes_its_tree_is_kept(synthetic):
     theirs = synthetic.ws.workdir / "edit" / "sdist-1.0"
     shutil.rmtree(theirs, ignore_errors=True)

@@ -598,6 +598,15 @@ def test_dist_gets_all_wheels_in_one_step_or_none(release: Release):
     assert again.stdout.count("is kept as it is") == 3
 
 
+@pytest.mark.parametrize("command", ["wheels", "test-wheels"])
+def test_a_dist_inside_the_work_directory_is_refused_by_both_commands(release: Release, command: str):
+    dist = release.ws.workdir / "mydist"  # test-wheels' remedy names a wheels --dist there: both refuse it
+
+    proc = cli(command, "--patches", str(release.ws.patches), "--workdir", str(release.ws.workdir), "--dist", str(dist))
+
+    assert one_error(proc).startswith(f"error: --dist {dist} is inside the work directory {release.ws.workdir}")
+
+
 def test_a_commit_that_renames_or_deletes_a_source_file_builds(release: Release):
     _add_commit(release, "Rename the core\n\nUpstream-Status: Pending", "mv", "src/fakelib/pytorch/core.py",
                 "src/fakelib/pytorch/engine.py")  # fmt: skip

@@ -120,7 +120,7 @@ def _workspace(args: argparse.Namespace) -> Workspace:
         dist = args.dist = (args.dist or (ws.project or ws.patches.parent) / "dist").resolve()  # beside patches/
         if dist.exists() and not dist.is_dir():
             raise SeriesError(f"--dist {dist} is a file; pass the folder of the wheels")
-        if command == "wheels" and (dist == ws.workdir or ws.workdir in dist.parents):
+        if dist == ws.workdir or ws.workdir in dist.parents:
             raise SeriesError(f"--dist {dist} is inside the work directory {ws.workdir}, which the tool rebuilds; "
                               "pass a folder outside it")  # fmt: skip
         wheel_pin = load_wheel_pin(ws.pin_file, pin)
@@ -301,7 +301,8 @@ def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin,
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.forward import forward_series
 
-    pin, patches, target_dir = load_pin(ws.pin_file), read_series(ws.series_file), args.to or ws.patches / FORWARD_DIR
+    patches, target_dir = snapshot_series(ws.patches, ws.scratch / "series"), args.to or ws.patches / FORWARD_DIR
+    pin = load_pin(ws.scratch / "series" / "base.toml")  # read with the series, under its lock (an export may switch)
     target, check = load_pin(target_dir / "base.toml"), ws.command("check", "--checkout", args.checkout)
     if not target.commit:
         raise SeriesError(f'{target_dir / "base.toml"} pins no upstream commit ([base] commit = "...")')

@@ -333,6 +333,8 @@ def _retire(aside: Path, tree: Path, log: Log) -> None:  # goes only as built: w
         aside.rename(kept := kept_path(tree))
         repair = f" ({shell('git', '-C', kept, 'worktree', 'repair')})" if len(gitcmd.worktrees(kept)) > 1 else ""
         log(f"note: {tree} changed while the tool replaced it ({why}); kept as {kept}{repair}")
+    if aside.is_symlink():  # only the link goes, never what it points to
+        aside.unlink()
     shutil.rmtree(aside, ignore_errors=True)
 
 
