@@ -491,3 +491,14 @@ def test_patches_that_is_a_file_says_it_is_not_a_directory(tmp_path):
 def test_a_failed_git_command_is_named_by_its_subcommand(tmp_path):
     with pytest.raises(SeriesError, match=r"^git format-patch --zero-commit x failed: fatal: "):
         gitcmd.git("-c", "a.b=c", "-c", "d.e=f", "format-patch", "--zero-commit", "x", "y", cwd=tmp_path)
+
+
+def test_a_run_from_a_folder_that_no_longer_exists_is_one_refusal(synthetic, tmp_path):
+    (gone := tmp_path / "gone").mkdir()
+    run = "import os, runpy, sys; os.rmdir(os.getcwd()); sys.argv[0] = 'patchseries'; runpy.run_module('patchseries')"
+
+    proc = subprocess.run([sys.executable, "-c", run, "status", "--patches", str(synthetic.ws.patches)], cwd=gone,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: the current directory no longer exists")

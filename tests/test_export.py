@@ -846,7 +846,7 @@ def test_export_refuses_to_lose_a_change_git_does_not_hold_and_its_remedy_commit
 
     assert f"export would overwrite or remove {mine}" in error
     assert "changes of yours that git does not hold" in error
-    assert error.endswith("and export again; nothing was written")
+    assert error.endswith("and re-run; nothing was written")
     assert files_of(patches) == before
     committed = shell(error.split("`")[1])
     assert committed.returncode == 0, committed.stderr

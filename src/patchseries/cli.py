@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         hint = f"; pytest arguments go after --, e.g. {_test_prog()} -- {' '.join(unknown)}"
         parser.exit(2, f"error: unrecognized arguments: {' '.join(unknown)}{hint if args.command == 'test' else ''}\n")
     try:
+        os.getcwd()
+    except FileNotFoundError:  # a shell's folder in a tree the tool replaced
+        parser.exit(2, "error: the current directory no longer exists (a tree the tool replaced?); cd out and re-run\n")
+    try:
         with sigterm_as_interrupt():
             ws = _workspace(args)
             with ExitStack() as held:

@@ -125,7 +125,7 @@ def export_series(
     if lacking:
         restore = shell("git", "-C", patches_dir, "checkout", "HEAD", "--", *sorted({*written, *removed} & {*in_git}))
         log(f"note: removed {', '.join(lacking)}, committed in {patches_dir} but not on {label} (a tree older than "
-            f"the series?); `{restore}` puts the series back as committed")  # fmt: skip
+            f"the series, or a patch upstream took?); `{restore}` puts the series back as committed")  # fmt: skip
     return names
 
 
@@ -166,7 +166,7 @@ def _refuse_losing(folder: Path, lost: list[str]) -> None:  # files of a person'
     more = f" (and {len(lost) - 1} more: {', '.join(lost[1:4])})" if len(lost) > 1 else ""
     raise SeriesError(
         f"export would overwrite or remove {folder / lost[0]}{more}, changes of yours that git does not hold (a "
-        f"patch of yours, a hand edit?); commit them (`{commit}`) and export again; nothing was written"
+        f"patch of yours, a hand edit?); commit them (`{commit}`) and re-run; nothing was written"
     )
 
 
