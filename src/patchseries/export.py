@@ -237,7 +237,7 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str, branch: 
 
 
 def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: str) -> None:
-    """Refuse uncommitted changes, and commits at HEAD not on ``branch`` (``checkout -b wip``, a detached HEAD)."""
+    """Refuse uncommitted changes, and commits at HEAD on top of ``branch`` or off it (``checkout -b wip``, detached)"""
     if dirty := uncommitted_files(worktree, user_config=True):  # what the person's own gitignore hides is not work
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
         raise SeriesError(
@@ -248,7 +248,12 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
     if head == branch or not (beyond := out("rev-list", f"{branch}..HEAD", cwd=worktree).split()):
         return
     where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
-    off = git("merge-base", "--is-ancestor", branch, "HEAD", cwd=worktree, check=False).returncode != 0  # a fork
+    fork = git("merge-base", "HEAD", branch, cwd=worktree, check=False).stdout.strip()
+    off = fork != _commit(worktree, branch)  # not on top of it
+    if off and (
+        not fork or git("merge-base", "--is-ancestor", fork, base_label, cwd=worktree, check=False).returncode == 0
+    ):
+        return  # forked at base or before: another series, not work off this one
     at = None if off else next((w for w in worktrees(worktree) if _head(w) == branch), None)  # moved there by a merge
     if off:  # replayed on it first, then moved as below
         move: tuple[str | Path, ...] = ("-C", worktree, "rebase", "-q", label)
