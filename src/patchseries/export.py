@@ -95,7 +95,7 @@ def export_series(
         shutil.rmtree(leftover, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=patches_dir) as made:
         staging = Path(made)
-        source, commits = (repo, f"{base}..{branch}")
+        source, commits = (repo, f"{_commit(repo, base)}..{_commit(repo, branch)}")  # read once: a branch may move
         if author is not None:
             source, commits = _authored(repo, base, branch, author, staging / "authored")
         git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits, cwd=source)
