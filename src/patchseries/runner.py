@@ -218,10 +218,8 @@ class TestOutcome(NamedTuple):
         return "none ran: pytest ran no test body (--collect-only, --setup-plan or a similar pytest argument)"
 
 
-def run_tests(
-    env: Environment, tree: Path, test_files: list[str], changed_sources: list[str], reports: Path,
-    pytest_args: tuple[str, ...] = (), source_override: Path | None = None,
-) -> TestOutcome:  # fmt: skip
+def run_tests(env: Environment, tree: Path, test_files: list[str], changed_sources: list[str], reports: Path,
+              pytest_args: tuple[str, ...] = (), source_override: Path | None = None) -> TestOutcome:  # fmt: skip
     """Run ``test_files`` from ``tests/``, covering ``changed_sources``; ``source_override``: a ``src/`` put first."""
     if not test_files:
         raise SeriesError("no test module to run: the series adds none under tests/, and acceptance/ has none")
