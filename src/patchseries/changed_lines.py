@@ -36,7 +36,6 @@ class ChangedLines:  # changed executable lines per file, and changed files the 
         return [(path, n, f.missed[n]) for path, f in sorted(self.files.items()) for n in sorted(f.missed)]
 
     def report(self, title: str) -> str:
-        """The figure, then every uncovered line as ``path:line: source``."""
         missed = self.missed_lines()
         lines = [title, f"changed lines: {self.line()}", "", "uncovered changed lines:" + ("" if missed else " none")]
         lines += [f"{path}:{number}: {source.strip()}" for path, number, source in missed]
@@ -45,9 +44,8 @@ class ChangedLines:  # changed executable lines per file, and changed files the 
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict[str, Any]:  # JSON's: a line number as a key becomes a string
-        files = {
-            p: {"covered": sorted(f.covered), "missed": dict(sorted(f.missed.items()))} for p, f in self.files.items()
-        }
+        items = self.files.items()
+        files = {p: {"covered": sorted(f.covered), "missed": dict(sorted(f.missed.items()))} for p, f in items}
         return {"files": dict(sorted(files.items())), "unmeasured": list(self.unmeasured)}
 
     @classmethod
@@ -57,7 +55,6 @@ class ChangedLines:  # changed executable lines per file, and changed files the 
                    list(data.get("unmeasured", [])))  # fmt: skip
 
     def write(self, directory: Path, title: str) -> Path:
-        """The text report and its JSON form (for merging) in ``directory``; returns the text report."""
         directory.mkdir(parents=True, exist_ok=True)
         (directory / JSON_NAME).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
         (report := directory / "changed-lines.txt").write_text(self.report(title))
@@ -90,8 +87,7 @@ def measure(added: dict[str, dict[int, str]], coverage_xml: Path) -> ChangedLine
             counts[number] = max(counts.get(number, 0), int(entry.get("hits") or 0))
     result = ChangedLines()
     for path, lines in sorted(added.items()):
-        names = [n for n in hits if n and (path == n or path.endswith("/" + n) or n.endswith("/" + path))]
-        if not names:
+        if not (names := [n for n in hits if n and (path == n or path.endswith("/" + n) or n.endswith("/" + path))]):
             result.unmeasured.append(path)
             continue
         executable = hits[max(names, key=len)]

@@ -39,8 +39,7 @@ _SPHINX_CONF = f"""root_doc = {_ROOT!r}\nautosummary_generate = True\nexclude_pa
 'sphinx.ext.autodoc', 'sphinx.ext.autosummary', 'sphinx.ext.doctest', 'sphinx.ext.napoleon', 'sphinx_toolbox.collapse']
 """  # and templates_path, the docs' own
 _RUFF = "|python pyi jupyter|ruff"
-# Each PyPI hook repository's package and the hooks upstream's config uses, as its .pre-commit-hooks.yaml defines them
-# at the rev upstream pins: "types|types_or|entry" (pre-commit's default type is "file"; the entry here, the id).
+# Per PyPI hook repository: its package, and "types|types_or|entry" of each hook upstream uses, at the rev it pins
 KNOWN_HOOKS: dict[str, tuple[str, dict[str, str]]] = {
     "pre-commit/pre-commit-hooks": ("pre-commit-hooks", {
         "check-added-large-files": "", "check-case-conflict": "", "check-docstring-first": "python",
@@ -144,8 +143,7 @@ def run_upstream_tests(
     ws: Workspace, env: Environment, tree: Path, log: Log, not_upstream: tuple[str, ...] = ()
 ) -> Comparison:
     """:data:`UPSTREAM_MODULES` (but ``not_upstream``) on the series, the failures' modules again on the base."""
-    modules = [module for module in UPSTREAM_MODULES if (tree / module).exists()]
-    if not modules:
+    if not (modules := [module for module in UPSTREAM_MODULES if (tree / module).exists()]):
         return Comparison("upstream tests")
     log(f"upstream: running {len(modules)} upstream test modules and folders on the series")
     reports = ws.reports / f"upstream-{env.torch}"
@@ -177,8 +175,7 @@ def _module_of(tree: Path, case: str) -> str:
 
 def run_static_gates(ws: Workspace, env: Environment, tree: Path, log: Log) -> list[Comparison]:
     """mypy with the tree's configuration on the changed files under ``src/`` (ruff runs as a pre-commit hook)."""
-    sources = [path for path in changed_files(tree) if path.startswith("src/") and path.endswith(".py")]
-    if not sources:
+    if not (sources := [path for path in changed_files(tree) if path.startswith("src/") and path.endswith(".py")]):
         return []
     log(f"static gates: mypy on {len(sources)} changed files")
     # never install stubs into the job's environment (upstream's config says install_types, non_interactive)
@@ -250,7 +247,6 @@ def _hook(config: dict[str, Any], repo: dict[str, Any], item: dict[str, Any]) ->
 
 
 def run_hooks(ws: Workspace, tree: Path, log: Log) -> list[Comparison]:
-    """One comparison per hook of the tree's config (a hook not run says why), on the files the series changes."""
     if not (config := tree / ".pre-commit-config.yaml").is_file() or not (changed := changed_files(tree)):
         return []
     hooks = read_config(config)
@@ -270,7 +266,6 @@ def run_hooks(ws: Workspace, tree: Path, log: Log) -> list[Comparison]:
 
 
 def hook_environment(ws: Workspace, hook: Hook, log: Log) -> Path:
-    """A cached virtual environment (``hook-envs/``) with the hook's package at its rev and its dependencies."""
     recipe = "\n".join([*hook.requirements, sys.executable]) + "\n"
     venv = ws.workdir / "hook-envs" / hashlib.sha256(recipe.encode()).hexdigest()[:16]
     if not is_ready(venv, recipe):

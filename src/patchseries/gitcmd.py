@@ -88,7 +88,6 @@ def uncommitted_files(repo: Path, own_ignores_only: bool = False, user_config: b
 
 
 def worktrees(repo: Path) -> list[Path]:
-    """Every worktree of ``repo``'s repository that exists, the main one first."""
     listing = git("worktree", "list", "--porcelain", cwd=repo, check=False).stdout
     paths = [Path(line[len("worktree ") :]) for line in listing.splitlines() if line.startswith("worktree ")]
     return [path.resolve() for path in paths if path.exists()] or [repo.resolve()]
@@ -112,7 +111,6 @@ def _short(args: Sequence[str | Path]) -> str:  # a failed command's name: the s
 
 
 def patch_ids(repo: Path, *revisions: str, paths: Sequence[str] = (), check: bool = True) -> list[tuple[str, str]]:
-    """``(patch id, commit)`` of each non-merge commit of ``revisions``, its diff limited to ``paths``."""
     log = git("log", "-p", "--no-merges", *revisions, "--", *paths, cwd=repo, check=check)
     ids = git("patch-id", "--stable", stdin=log.stdout).stdout if log.returncode == 0 else ""
     return [(line.split()[0], line.split()[1]) for line in ids.splitlines() if len(line.split()) == 2]
@@ -132,7 +130,6 @@ def add_excludes(repo: Path, patterns: Sequence[str], drop: Sequence[str] = ()) 
     """Add ``patterns`` to ``.git/info/exclude`` (once each), less ``drop``: ignored locally, never committed."""
     exclude = git_path(repo, "info/exclude")
     lines = exclude.read_text().splitlines() if exclude.is_file() else []
-    wanted = [line for line in [*lines, *(p for p in patterns if p not in lines)] if line not in drop]
-    if wanted != lines:
+    if (wanted := [line for line in [*lines, *(p for p in patterns if p not in lines)] if line not in drop]) != lines:
         exclude.parent.mkdir(parents=True, exist_ok=True)
         exclude.write_text("".join(f"{line}\n" for line in wanted))

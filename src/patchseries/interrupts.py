@@ -1,6 +1,5 @@
-"""Interrupts: SIGTERM and SIGHUP unwind as Ctrl-C does (exit 130); a file is replaced whole or not at all. At a
-:func:`stage`, ``PATCHSERIES_SIGNAL_AT=<stage>[:<SIGNAL>][,...]`` makes the process signal itself (default SIGTERM):
-the tests' interrupt at a chosen point, without a sleep."""
+"""Interrupts: SIGTERM and SIGHUP unwind as Ctrl-C does (exit 130); a file is replaced whole or not at all. At a stage,
+``PATCHSERIES_SIGNAL_AT=<stage>[:<SIGNAL>][,...]`` makes the process signal itself (default SIGTERM), for the tests."""
 
 from __future__ import annotations
 
@@ -43,7 +42,6 @@ def ignore_interrupts() -> None:
 
 
 def stage(name: str) -> None:
-    """A named point of a run: send this process the signal ``$PATCHSERIES_SIGNAL_AT`` asks for here, if any."""
     for wanted in os.environ.get(SIGNAL_AT_ENV, "").split(","):
         at, _, signame = wanted.partition(":")
         if at == name:

@@ -166,7 +166,6 @@ def summary(result: JobResult) -> str:
 
 
 def ran_per_group(junit: Path, groups: dict[str, list[str]]) -> dict[str, int]:
-    """How many test cases of each group of modules (``tests/...`` paths) ran, that is passed or failed."""
     counts = dict.fromkeys(groups, 0)
     for case in junit_cases(junit):
         # pytest: the module from the rootdir (tests.x or x), then its class; one that fails to import: no class name
@@ -182,7 +181,6 @@ def is_test_module(path: str) -> bool:
 
 
 def series_test_files(patches: list[Patch]) -> list[str]:
-    """The test modules the series adds (new ``test_*.py`` files under ``tests/``), in series order."""
     new = [path for patch in patches for path in patch.new_files if path.startswith("tests/") and is_test_module(path)]
     return list(dict.fromkeys(new))
 
@@ -208,15 +206,13 @@ def source_files(source: Path) -> list[str]:
 
 
 def install_acceptance(tree: Path, source: Path) -> list[str]:
-    """Copy ``source/tests_*/**`` into ``tree/tests/`` with the package markers it needs; its test modules."""
     files = {f"tests/{relative}": (source / relative).read_bytes() for relative in source_files(source)}
     _place(tree, "patchseries-acceptance.json", files, dict.fromkeys(_markers(list(files)), _MARKER))
     return sorted(path for path in files if is_test_module(path))
 
 
 def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, bytes]) -> list[str]:
-    """The one writer of the tool's files in ``tests/``: ``files`` and what of ``generated`` the tree lacks, recorded
-    with their sha256 in the manifest ``name``; the manifest's others are removed; one in the way refuses it all."""
+    """The one writer of the tool's files in ``tests/``, by sha256 in manifest ``name``; one in the way refuses all."""
     manifest_file = git_path(tree, name)
     manifest: dict[str, list[str]] = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
     listed = git("--literal-pathspecs", "ls-files", "-z", "--cached", "--", *files, *generated, *manifest, cwd=tree)

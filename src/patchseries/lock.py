@@ -1,6 +1,5 @@
 """The tool's one lock: an exclusive ``flock``, taken or refused at once, held for the whole command, on a work
-directory (its ``patchseries.lock`` names the run), a series folder or a ``dist`` folder. The kernel drops a ``flock``
-when its process ends however it ends: nothing is left to refuse the next run."""
+directory (``patchseries.lock`` names the run), a series or ``dist`` folder; the kernel drops it as its process ends."""
 
 from __future__ import annotations
 
@@ -93,8 +92,7 @@ def series_lock(folder: Path) -> Iterator[None]:
 
 def _refuse_unless_ignored(workdir: Path, given_as: str) -> None:
     """Refuse a work directory in a git tree that does not ignore it (``--workdir .`` in a clone, an edit tree)."""
-    folder = next((f for f in (workdir, *workdir.parents) if (f / ".git").exists()), None)
-    if folder is None:
+    if (folder := next((f for f in (workdir, *workdir.parents) if (f / ".git").exists()), None)) is None:
         return
     paths = "".join(f"{workdir / name}\0" for name in _WORKDIR_NAMES)  # each: a rule may ignore some of them only
     ignored = git("check-ignore", "-z", "--stdin", cwd=folder, stdin=paths, check=False).stdout.split("\0")

@@ -71,8 +71,7 @@ def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "a
             if after.coverage_xml is not None:
                 row.changed_lines = measure(added, after.coverage_xml).to_dict()
             row.compile = _probe(env, log, row.torch)
-    measured = [ChangedLines.from_dict(row.changed_lines) for row in rows if row.changed_lines]
-    if measured:
+    if measured := [ChangedLines.from_dict(row.changed_lines) for row in rows if row.changed_lines]:
         merge(measured).write(ws.reports / "matrix", f"Changed lines covered on any of torch {', '.join(versions)}")
     return rows
 
@@ -124,20 +123,17 @@ def missing_results(rows: list[Row]) -> list[tuple[str, str]]:
 
 
 def to_markdown(rows: list[Row], today: dt.date | None = None) -> str:
-    """The compatibility table: per torch release and test module, before and after the series."""
     lines = [_HEAD.format((today or dt.date.today()).isoformat(), ", ".join(row.torch for row in rows))]
     for row in rows:
         modules = sorted({*row.before, *row.after})
         lines += [f"| {row.torch} | `{m}` | {row.before.get(m, '-')} | {row.after.get(m, '-')} |" for m in modules]
         lines += [] if modules else [f"| {row.torch} | (all) | not run | {row.error or 'no test results'} |"]
-    measured = {row.torch: ChangedLines.from_dict(row.changed_lines) for row in rows if row.changed_lines}
-    if measured:
+    if measured := {row.torch: ChangedLines.from_dict(row.changed_lines) for row in rows if row.changed_lines}:
         merged, each = merge(list(measured.values())), "; ".join(f"{t} {c.line()}" for t, c in measured.items())
         lines += ["", "Changed lines (the Lightning lines the series adds or changes that coverage.py counts as "
                   f"executable) covered by the series' tests, merged over the releases: {merged.line()}; per release: "
                   f"{each}."]  # fmt: skip
-        missed = [f"`{path.removeprefix('src/')}:{number}`" for path, number, _ in merged.missed_lines()]
-        if missed:
+        if missed := [f"`{path.removeprefix('src/')}:{number}`" for path, number, _ in merged.missed_lines()]:
             more = f" and {len(missed) - 20} more" if len(missed) > 20 else ""
             lines.append(f"Not covered on any release: {', '.join(missed[:20])}{more}.")
     lines.append(_COMPILE_HEAD)
@@ -165,7 +161,6 @@ def check_table_page(page: Path) -> str:
 
 
 def update_table_page(page: Path, table: str) -> None:
-    """Replace the table between the markers in one rename, keeping the file's line endings (CRLF stays CRLF)."""
     text = check_table_page(page)
     newline = "\r\n" if "\r\n" in text else "\n"
     head, rest = text.split(TABLE_START, 1)
@@ -188,8 +183,7 @@ def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
     """The "before" side: a worktree of the base with the series' test files, the acceptance suite, the harness."""
     repo = prepared.base.path
     tree = base_worktree(ws, repo, "before-series")
-    added = [path for patch in prepared.patches for path in patch.new_files if path.startswith("tests/")]
-    if added:
+    if added := [path for patch in prepared.patches for path in patch.new_files if path.startswith("tests/")]:
         git("restore", f"--source={out('rev-parse', 'HEAD', cwd=repo)}", "--worktree", "--", *added, cwd=tree)
         add_excludes(tree, [f"/{path}" for path in added])  # the tool's copies, never a person's uncommitted files
     install_acceptance(tree, ws.acceptance)

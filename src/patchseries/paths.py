@@ -31,18 +31,15 @@ def _plain(what: str, value: str) -> str:
 
 
 def path_option(value: str) -> Path:
-    """argparse ``type=`` of a path option: not blank, no control character (a newline, a tab, ...)."""
     return Path(_plain("path", value))
 
 
 def name_option(value: str) -> str:
-    """argparse ``type=`` of a name option (a git ref, a package): not blank, no control character."""
     return _plain("name", value)
 
 
 def project_root() -> Path | None:
-    """The nearest of the current directory and its parents with a series (another checkout, a linked worktree of
-    this one), else this package's checkout."""
+    """The nearest of the current directory and its parents with a series, else this package's checkout."""
     here = Path.cwd().resolve()
     roots = (here, *here.parents, PROJECT_ROOT)
     return next((root for root in roots if (root / SERIES_DIR / "series").is_file()), None)
@@ -75,7 +72,6 @@ class Workspace:  # paths of one run: patches holds the series, workdir all the 
         return (self.project or self.patches.parent) / ACCEPTANCE_DIR
 
     def command(self, *args: str | Path) -> str:
-        """A remedy's command line: :func:`tool_command` ``ARGS`` with the run's own --patches and --workdir."""
         return tool_command(*args, *self.options)
 
     def command_on(self, patches: str | Path, *args: str | Path) -> str:

@@ -19,6 +19,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").fullmatch
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*").fullmatch  # names a folder: one path component, no blanks
 
 
 def _list_of(check: Callable[[str], Any]) -> Callable[[Any], bool]:
@@ -36,10 +37,7 @@ _SCHEMA = {
 # Each kind: its check (false, or ValueError, for a bad value) and what a bad value is, ``{}`` standing for the value
 _CHECKS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "text": (str.strip, "is empty"),
-    "name": (  # names a folder (``sdist-<version>``, the sdist's top folder): one path component, no blanks
-        re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*").fullmatch,
-        "is not a name such as 2.6.6 (letters, digits, '.', '_', '+', '-'): {}",
-    ),
+    "name": (_NAME, "is not a name such as 2.6.6 (letters, digits, '.', '_', '+', '-'): {}"),
     "sha256": (re.compile(r"[0-9a-fA-F]{64}").fullmatch, "is not 64 hexadecimal digits (a sha256 digest): {}"),
     "commit": (re.compile(r"[0-9a-f]{40}").fullmatch, "must be a full 40-hex commit id, not {}"),
     "url": (  # a download address (``git_url`` is left to git, which clones more)
@@ -109,7 +107,6 @@ class _BadPin(Exception):  # a value of the pin file that the tool cannot use; t
 
 
 def load_pin(path: Path) -> Pin:
-    """Read and check a pin file, saved with a byte-order mark or not."""
     try:
         return _pin(tomllib.loads(path.read_bytes().decode().removeprefix("\ufeff")))
     except FileNotFoundError:
@@ -125,8 +122,7 @@ def load_pin(path: Path) -> Pin:
 def _pin(data: dict[str, Any]) -> Pin:
     commit_pinned = isinstance(data.get("base"), dict) and bool(data["base"].get("commit"))
     base = _table(data, "base", optional=("tag", "release_date") if commit_pinned else ())
-    unknown = sorted(set(data) - {"base", "sdist", "wheels"})
-    if unknown:
+    if unknown := sorted(set(data) - {"base", "sdist", "wheels"}):
         raise _BadPin(f"has the unknown table '[{unknown[0]}]'; known: base, sdist, wheels")
     if commit_pinned:  # pinned to an upstream commit: there is no release, so no sdist and no wheels
         if "sdist" in data or "wheels" in data:
@@ -140,10 +136,8 @@ def _pin(data: dict[str, Any]) -> Pin:
 
 def _wheels(data: dict[str, Any], unified: str) -> Wheels:
     wheels = _table(data, "wheels")
-    standalones = []
-    for name, table in data["wheels"].items():
-        if isinstance(table, dict):
-            standalones.append(Standalone(name, **_table(data["wheels"], name, prefix="wheels.")))
+    raw = data["wheels"]
+    standalones = [Standalone(n, **_table(raw, n, prefix="wheels.")) for n, t in raw.items() if isinstance(t, dict)]
     subpackages = [s.subpackage for s in standalones]
     for s in standalones:
         problems = [
@@ -153,8 +147,7 @@ def _wheels(data: dict[str, Any], unified: str) -> Wheels:
             (subpackages.count(s.subpackage) > 1, "names a subpackage that another [wheels.*] table names too"),
             (not set(s.ships) <= set(subpackages), "ships a subpackage that no [wheels.*] table names"),
         ]
-        problem = next((message for bad, message in problems if bad), "")
-        if problem:
+        if problem := next((message for bad, message in problems if bad), ""):
             raise _BadPin(f"[wheels.{s.name}] {problem}")
     return Wheels(**wheels, standalones=tuple(standalones))
 
@@ -166,8 +159,7 @@ def _table(parent: dict[str, Any], name: str, optional: tuple[str, ...] = (), pr
     if not isinstance(table, dict):
         raise _BadPin(f"[{where}] is not a table ([{where}] with {', '.join(list(schema)[:2])}, ...)")
     keys = [key for key, value in table.items() if not (where == "wheels" and isinstance(value, dict))]
-    unknown = sorted(set(keys) - set(schema))
-    if unknown:
+    if unknown := sorted(set(keys) - set(schema)):
         what = "table" if isinstance(table[unknown[0]], dict) else "key"
         raise _BadPin(f"[{where}] has the unknown {what} {unknown[0]!r}; known: {', '.join(schema)}")
     values = {}

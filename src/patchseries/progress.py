@@ -10,7 +10,6 @@ Log = Callable[[str], None]
 
 
 def make_log(prefix: str = "patchseries") -> Log:
-    """A logger that prints ``[prefix +12.3s] message`` to stderr, flushed at once."""
     start = time.monotonic()
     return lambda message: print(f"[{prefix} +{time.monotonic() - start:5.1f}s] {message}", file=sys.stderr, flush=True)
 

@@ -48,8 +48,7 @@ def pytest_sessionfinish(session):
 
 def torch_release(version: str, python: tuple[int, int] | None = None) -> str:
     """``version`` as the table's full release number (``2.13`` is ``2.13.0``), refused unless known for ``python``."""
-    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
-    if not match:
+    if not (match := re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", version)):
         raise SeriesError(f"unknown torch version {version!r}: expected a release number such as {DEFAULT_TORCH}")
     major, minor, patch = (int(part or 0) for part in match.groups())
     release = f"{major}.{minor}.{patch}"
@@ -161,7 +160,6 @@ def build_venv(
 
 
 def run_installer(command: list[str], what: str, log: Log) -> None:
-    """Run an installer, saying so every :data:`HEARTBEAT_S` seconds; raise with the cause it gives if it fails."""
     start = time.monotonic()
     # on Linux the installer ends when this process dies (PR_SET_PDEATHSIG, SIGTERM): a killed run leaves none running
     orphan = (lambda: __import__("ctypes").CDLL(None).prctl(1, 15)) if sys.platform == "linux" else None
@@ -220,10 +218,8 @@ class TestOutcome(NamedTuple):
         return "none ran: pytest ran no test body (--collect-only, --setup-plan or a similar pytest argument)"
 
 
-def run_tests(
-    env: Environment, tree: Path, test_files: list[str], changed_sources: list[str], reports: Path,
-    pytest_args: tuple[str, ...] = (), source_override: Path | None = None,
-) -> TestOutcome:  # fmt: skip
+def run_tests(env: Environment, tree: Path, test_files: list[str], changed_sources: list[str], reports: Path,
+              pytest_args: tuple[str, ...] = (), source_override: Path | None = None) -> TestOutcome:  # fmt: skip
     """Run ``test_files`` from ``tests/``, covering ``changed_sources``; ``source_override``: a ``src/`` put first."""
     if not test_files:
         raise SeriesError("no test module to run: the series adds none under tests/, and acceptance/ has none")
@@ -264,7 +260,6 @@ class CaseResult(NamedTuple):  # one ``<testcase>`` of a JUnit report
 
 
 def junit_cases(junit: Path) -> list[CaseResult]:
-    """Every test case of a pytest JUnit report (none if the report is missing)."""
     cases = []
     for case in ET.parse(junit).getroot().iter("testcase") if junit.exists() else []:
         tags = {child.tag: child.get("type", "") + child.get("message", "") for child in case}

@@ -53,7 +53,6 @@ class Patch:
 
 
 def read_series(series_file: Path) -> list[Patch]:
-    """Every patch the series file lists, parsed; refuses a missing, repeated, outside or malformed one, or none."""
     if not series_file.is_file():
         raise SeriesError(f"series file {series_file} does not exist")
     directory = series_file.parent.resolve()
@@ -90,7 +89,6 @@ def snapshot_series(folder: Path, into: Path) -> list[Patch]:
 
 
 def listed_names(series_file: Path) -> list[str]:
-    """The names of the folder's files that the series file lists, without reading them."""
     if not series_file.is_file():
         return []
     names = (os.path.normpath(name) for _, name in _listed(series_file))
@@ -98,7 +96,6 @@ def listed_names(series_file: Path) -> list[str]:
 
 
 def _listed(series_file: Path) -> list[tuple[int, str]]:
-    """The line number and name of each patch the series file lists, as written; ``#`` starts a comment."""
     try:  # a byte order mark would otherwise be part of the first name
         lines = series_file.read_bytes().decode().removeprefix("\ufeff").splitlines()
     except UnicodeDecodeError as exc:
@@ -120,19 +117,16 @@ def parse_patch(path: Path) -> Patch:
     subject = headers["Subject"]  # unfolded, RFC 2047 decoded
     changes: list[FileChange] = []
     for index, line in enumerate(lines):
-        header = diff_paths(line)
-        if header is None:
+        if (header := diff_paths(line)) is None:
             continue
         following = "\n".join(lines[index + 1 : index + 3])
         kind = "new" if "new file mode" in following else "deleted" if "deleted file mode" in following else "modified"
         changes.append(FileChange(path=header[1] if kind != "deleted" else header[0], kind=kind))
     if subject is None or not changes:
         raise SeriesError(f"{path.name} is not a git format-patch file (no Subject: header or no diff)")
-    messages = len(_MESSAGE_START.findall(text))
-    if messages > 1:  # `git am` would make a commit of each
+    if (messages := len(_MESSAGE_START.findall(text))) > 1:  # `git am` would make a commit of each
         raise SeriesError(f"{path.name} holds {messages} patches; git format-patch writes one a file: split it")
-    check = git("apply", "--numstat", path, check=False)
-    if check.returncode != 0:
+    if (check := git("apply", "--numstat", path, check=False)).returncode != 0:
         reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
         raise SeriesError(f"{path.name} is malformed: {reason}")
     subject = re.sub(r"^\[[^\]]*\] ", "", str(subject))  # without git's [PATCH]
@@ -192,21 +186,17 @@ def diff_paths(line: str) -> tuple[str, str] | None:
     if not line.startswith("diff --git "):
         return None
     rest = line[len("diff --git ") :]
-    quoted = _QUOTED_PAIR.match(rest)
-    if quoted:
+    if quoted := _QUOTED_PAIR.match(rest):
         # undo git's C quoting: backslash and octal escapes, the latter for the bytes of UTF-8
         old, new = (codecs.escape_decode(part.encode())[0].decode(errors="replace") for part in quoted.groups())
     else:
         half = (len(rest) - 1) // 2
         old, new = rest[:half], rest[half + 1 :]
         if rest[half : half + 1] != " " or old[2:] != new[2:]:
-            different = _DIFFERENT_PATHS.match(rest)  # a rename written by another tool
-            if different is None:
+            if (different := _DIFFERENT_PATHS.match(rest)) is None:  # a rename written by another tool
                 return None
             old, new = different.groups()
-    if not (old.startswith("a/") and new.startswith("b/")):
-        return None
-    return old[2:], new[2:]
+    return (old[2:], new[2:]) if old.startswith("a/") and new.startswith("b/") else None
 
 
 def file_sections(diff: str) -> list[str]:
@@ -223,8 +213,7 @@ def hunks(section: str) -> list[list[tuple[str, int, str]]]:
     result = []
     lines = iter(section.split("\n"))
     for line in lines:
-        header = _HUNK.match(line)
-        if header is None:
+        if (header := _HUNK.match(line)) is None:
             continue
         old, number, new = (int(count) if count is not None else 1 for count in header.groups())
         hunk: list[tuple[str, int, str]] = []
