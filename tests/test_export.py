@@ -586,7 +586,7 @@ def test_export_refuses_uncommitted_edits_in_a_linked_worktree(synthetic, tmp_pa
     assert f"{linked} has uncommitted changes ({CORE})" in error
 
 
-@pytest.mark.parametrize("checkout", [["-b", "wip"], ["--detach"], ["-b", "wip", "series~1"], ["--detach", "series~1"]])
+@pytest.mark.parametrize("checkout", [["-b", "wip"], ["--detach"], ["--detach", "series~1"]])
 def test_export_refuses_commits_at_head_not_on_the_branch_and_its_remedies_run(synthetic, checkout):
     git(synthetic.tree, "checkout", "-q", *checkout)  # on top of series, or off it (a fix for its first patch)
     commit(synthetic.tree, {"src/fakelib/more.py": "X = 1\n"}, "More work\n\nUpstream-Status: Pending")
@@ -602,6 +602,19 @@ def test_export_refuses_commits_at_head_not_on_the_branch_and_its_remedies_run(s
         assert shell(between(one_error(synthetic.run("export")), "git -C ")).returncode == 0
     assert synthetic.run("export").returncode == 0
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
+
+
+def test_commits_off_the_branch_at_a_detached_head_can_be_kept_apart_and_on_a_branch_are_not_refused(synthetic):
+    git(synthetic.tree, "checkout", "-q", "--detach", "series~1")
+    commit(synthetic.tree, {"src/fakelib/more.py": "X = 1\n"}, "Work kept apart")
+    mine = git(synthetic.tree, "rev-parse", "HEAD")
+
+    error = one_error(synthetic.run("export"))
+
+    assert shell(between(error, "apart on a branch (")[len("apart on a branch (") :]).returncode == 0  # as printed
+    assert synthetic.run("export").returncode == 0  # a branch forked off series holds them: not refused
+    assert len(list(synthetic.ws.patches.glob("*.patch"))) == 2
+    assert git(synthetic.tree, "rev-parse", "HEAD") == mine
 
 
 def test_commits_on_a_branch_of_a_linked_worktree_while_series_is_checked_out_are_refused_and_the_remedy_runs(

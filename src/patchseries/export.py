@@ -74,7 +74,7 @@ def export_series(
     if not _commit(repo, base):
         raise SeriesError(f"{repo} has no branch {base_label!r} to export the series against; export from a tree that "
                           f"`{edit}` made (its branch base is the pinned release)")  # fmt: skip
-    if git("merge-base", "--is-ancestor", base, branch, cwd=repo, check=False).returncode != 0:
+    if not _is_ancestor(repo, base, branch):
         raise SeriesError(f"{label} of {repo} is not built on {base_label!r} (the pinned base): its patches would not "
                           f"apply to it; rebase it onto {base_label}, then export; nothing was written")  # fmt: skip
     if out("rev-list", "--merges", f"{base}..{branch}", cwd=repo):
@@ -237,7 +237,8 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str, branch: 
 
 
 def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: str) -> None:
-    """Refuse uncommitted changes, and commits at HEAD on top of ``branch`` or off it (``checkout -b wip``, detached)"""
+    """Refuse uncommitted changes, commits at HEAD on top of ``branch`` (``checkout -b wip``) and, at a detached HEAD,
+    forked off it (a branch forked off it holds its commits: a stale test worktree, or work kept apart)."""
     if dirty := uncommitted_files(worktree, user_config=True):  # what the person's own gitignore hides is not work
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
         raise SeriesError(
@@ -247,25 +248,23 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
     head = _head(worktree)
     if head == branch or not (beyond := out("rev-list", f"{branch}..HEAD", cwd=worktree).split()):
         return
+    if not _is_ancestor(worktree, branch, "HEAD"):  # forked off it
+        fork = git("merge-base", "HEAD", branch, cwd=worktree, check=False).stdout.strip()
+        if head or not fork or _is_ancestor(worktree, fork, base_label):
+            return  # on a branch, which holds them, or at base or before (another series)
+        apart = shell("git", "-C", worktree, "switch", "-q", "-c", f"kept-{beyond[0][:12]}")
+        raise SeriesError(
+            f"{worktree} has {len(beyond)} commit(s) on a detached HEAD, off {label}, which export would leave out; "
+            f"put them on {label} ({shell('git', '-C', worktree, 'rebase', '-q', label)}) and export again, or keep "
+            f"them apart on a branch ({apart})"
+        )
     where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
-    fork = git("merge-base", "HEAD", branch, cwd=worktree, check=False).stdout.strip()
-    off = fork != _commit(worktree, branch)  # not on top of it
-    if off and (
-        not fork or git("merge-base", "--is-ancestor", fork, base_label, cwd=worktree, check=False).returncode == 0
-    ):
-        return  # forked at base or before: another series, not work off this one
-    at = None if off else next((w for w in worktrees(worktree) if _head(w) == branch), None)  # moved there by a merge
-    if off:  # replayed on it first, then moved as below
-        move: tuple[str | Path, ...] = ("-C", worktree, "rebase", "-q", label)
-    elif at:
-        move = ("-C", at, "merge", "-q", "--ff-only", beyond[0])
-    else:
-        move = ("-C", worktree, "branch", "-f", label, "HEAD")
-    prune = "" if at or off else f"{shell('git', '-C', worktree, 'worktree', 'prune')} && "  # a gone worktree's
+    at = next((w for w in worktrees(worktree) if _head(w) == branch), None)  # git moves it there by a merge
+    move = ("-C", at, "merge", "-q", "--ff-only", beyond[0]) if at else ("-C", worktree, "branch", "-f", label, "HEAD")
+    prune = "" if at else f"{shell('git', '-C', worktree, 'worktree', 'prune')} && "  # a gone worktree's holds it
     raise SeriesError(
-        f"{worktree} has {len(beyond)} commit(s) on {where}, {'off' if off else 'on top of'} {label}, which export "
-        f"would leave out; put them on {label} ({prune}{shell('git', *move)}) and export again, or export that "
-        "branch (--branch NAME)"
+        f"{worktree} has {len(beyond)} commit(s) on {where}, on top of {label}, which export would leave out; put "
+        f"them on {label} ({prune}{shell('git', *move)}) and export again, or export that branch (--branch NAME)"
     )
 
 
@@ -278,6 +277,10 @@ def _onto_series(repo: Path, base: str, branch: str) -> str:  # ``branch`` rebas
         moves.append((on_base, "checkout", "-q", "--detach"))  # git moves no branch checked out
     steps = [(repo, "worktree", "prune"), *moves, (at, "rebase", "-q", "base"), (repo, "branch", "-f", "base", base)]
     return " && ".join(shell("git", "-C", *step) for step in steps)
+
+
+def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    return git("merge-base", "--is-ancestor", older, newer, cwd=repo, check=False).returncode == 0
 
 
 def _head(worktree: Path) -> str:  # the branch checked out there, "" for a detached HEAD
