@@ -598,6 +598,19 @@ def test_dist_gets_all_wheels_in_one_step_or_none(release: Release):
     assert again.stdout.count("is kept as it is") == 3
 
 
+def test_a_file_the_series_adds_as_a_link_or_with_a_non_ascii_name_is_in_the_wheels(release: Release):
+    (release.tree / "src" / "fakelib" / "fabric" / "util_alias.py").symlink_to("util.py")
+    (release.tree / "src" / "fakelib" / "fabric" / "café.py").write_text("X = 1\n")
+    _add_commit(release, "Add an alias and café\n\nUpstream-Status: Pending", "add", "-A")
+
+    proc = release.wheels()
+
+    assert proc.returncode == 0, proc.stderr
+    members = _members(_wheel(release, "fakelib"))
+    assert members["fakelib/fabric/util_alias.py"] == members["fakelib/fabric/util.py"]  # as the link reads
+    assert members["fakelib/fabric/café.py"] == b"X = 1\n"
+
+
 @pytest.mark.parametrize("command", ["wheels", "test-wheels"])
 def test_a_dist_inside_the_work_directory_is_refused_by_both_commands(release: Release, command: str):
     dist = release.ws.workdir / "mydist"  # test-wheels' remedy names a wheels --dist there: both refuse it

@@ -186,14 +186,12 @@ def build_wheels(
 
 
 def series_snapshot(tree: Path, head: str, into: Path) -> list[str]:
-    """The paths the series changes; each file as commit ``head`` has it written under ``into`` (none if it deletes
-    it): what a person writes in the tool's ``tree`` while the tool reads is not read."""
-    changed = out("diff", "--name-only", "--no-renames", BASE_REF, head, cwd=tree).splitlines()
-    kept = out("diff", "--name-only", "--no-renames", "--diff-filter=d", BASE_REF, head, cwd=tree).splitlines()
+    """The paths the series changes; the commit ``head`` written whole under ``into`` (a link resolves there): what a
+    person writes in the tool's ``tree`` while the tool reads is not read."""
     index = {"GIT_INDEX_FILE": str(into.with_name(f"{into.name}.index"))}
     git("read-tree", head, cwd=tree, env=index)
-    git("checkout-index", f"--prefix={into}/", "--", *kept, cwd=tree, env=index)
-    return changed
+    git("checkout-index", "--all", f"--prefix={into}/", cwd=tree, env=index)
+    return out("diff", "-z", "--name-only", "--no-renames", BASE_REF, head, cwd=tree).strip("\0").split("\0")
 
 
 def series_files(changed: list[str], mapping: PackageMapping) -> dict[str, str]:  # those the package ships: -> there
