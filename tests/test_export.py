@@ -684,6 +684,17 @@ def test_export_refuses_a_commit_that_git_am_would_read_otherwise_from_its_patch
     assert files_of(synthetic.ws.patches) == before
 
 
+def test_an_author_git_am_reads_otherwise_is_refused_and_another_author_exports(synthetic):
+    (synthetic.tree / CORE).write_text("def answer():\n    return 46\n")
+    git(synthetic.tree, "-c", 'user.name=Jürgen "JD" Doe', "commit", "-qam", "Quote the author")
+
+    error = one_error(synthetic.run("export"))
+
+    assert "`git am` would read its patch's author otherwise" in error
+    assert "(--author, or `git commit --amend --author`)" in error
+    assert synthetic.run("export", "--author", "Jürgen Doe <jd@example.com>").returncode == 0
+
+
 def test_a_multi_line_subject_and_a_non_ascii_author_come_back_from_their_patches(synthetic):
     (synthetic.tree / CORE).write_text("def answer():\n    return 46\n")
     git(synthetic.tree, "-c", "user.name=Zoë Ünïcode", "commit", "-qam", "A subject\nover two lines\n\nBody: text\n")

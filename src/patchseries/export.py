@@ -307,11 +307,14 @@ def _refuse_what_am_reads_otherwise(source: Path, commits: str, staging: Path, n
                 "message": (staging / "mailinfo").read_text(errors=ENCODING_ERRORS).strip()}  # fmt: skip
         made = {"author": author, "subject": first.replace("\n", " ").strip(), "message": body.strip()}
         if differ := [key for key in read if read[key] != made[key]]:
+            fix = f"reword it ({rebase}, `reword`), e.g. indent that line"
+            if differ[0] == "author":  # a name mailinfo cuts (quotes), the commit's or --author's
+                fix = "give it an author written as `git am` reads it back (--author, or `git commit --amend --author`)"
             raise SeriesError(
                 f"commit {commit[:12]} ({made['subject']}): `git am` would read its patch's {' and '.join(differ)} "
-                "otherwise (it drops a subject's leading [tag] or Re:, takes From:/Date: lines that start a message as "
-                f"headers, ends a message at a line like ---); reword it ({rebase}, `reword`), e.g. indent that line; "
-                "nothing was written"
+                f"otherwise ({read[differ[0]][:60]!r}: it drops a subject's leading [tag] or Re: and folds its spaces, "
+                "takes From:/Date: lines that start a message as headers, ends a message at a line like ---); "
+                f"{fix}; nothing was written"
             )
 
 
