@@ -506,10 +506,11 @@ def test_export_into_the_forward_series_without_a_tree_names_an_edit_that_makes_
     assert cli("export", *options).returncode == 0  # the tree it made is export's default
 
 
-def test_forward_reads_the_release_series_under_its_lock_from_another_work_directory(synthetic, master, tmp_path):
+@pytest.mark.parametrize("command", ["forward", "check", "apply", "edit"])
+def test_a_command_reads_the_series_under_its_lock_from_another_work_directory(synthetic, master, tmp_path, command):
     options = ("--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "other"))
     with series_lock(synthetic.ws.patches):  # an export switching the series' files
-        proc = cli("forward", "--checkout", str(master), *options)
+        proc = cli(command, *(["--checkout", str(master)] if command == "forward" else []), *options)
 
     assert "another patchseries export or forward is writing" in one_error(proc)
 

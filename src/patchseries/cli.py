@@ -172,7 +172,7 @@ def cmd_base(args: argparse.Namespace, ws: Workspace) -> int:  # fetch, apply, e
         result = run_main_job(ws, choice, args.torch, log, args.installer, tuple(args.pytest_args))
         print(summary(result))
         return result.exit_status
-    pin, patches = load_pin(ws.pin_file), read_series(ws.series_file)
+    pin, patches = load_pin(ws.pin_file), snapshot_series(ws.patches, ws.scratch / "series")
     if args.command == "apply":
         print(prepare(ws, choice, log).base.path)
     elif args.command == "edit":
@@ -210,13 +210,14 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
 def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
     from patchseries.forward import check_onto
 
-    pin, patches, checkout = load_pin(ws.pin_file), read_series(ws.series_file), args.checkout
+    pin, patches, checkout = load_pin(ws.pin_file), snapshot_series(ws.patches, ws.scratch / "series"), args.checkout
     if args.onto:
         return int(_print_table(check_onto(checkout, args.onto, pin.where, patches, ws.scratch)))
     status = _drift(ws, checkout, ws.patches, pin, patches)
     forward_dir = ws.patches / FORWARD_DIR
     if (forward_dir / "series").is_file():  # a release series with its forward series: check both
-        forward_pin, forward_patches = load_pin(forward_dir / "base.toml"), read_series(forward_dir / "series")
+        forward_pin = load_pin(forward_dir / "base.toml")
+        forward_patches = snapshot_series(forward_dir, ws.scratch / "series-master")
         print(f"{FORWARD_DIR}/ (onto {forward_pin.commit[:12]}):")
         drift = _drift(ws, checkout, forward_dir, forward_pin, forward_patches)  # its remedy runs forward too
         if checkout is not None and not drift:

@@ -377,7 +377,7 @@ def drift_report(
                 continue
             excludes, source = [f"--exclude={path}" for path in left_out], patch.path
             if has_crlf(patch.path):  # `git am` strips the CRs, `git apply` does not: check the rest on LF
-                report.problems.append(crlf_problem(patch.path))
+                report.problems.append(crlf_problem(patches_dir / patch.name))
                 (source := tree.parent / patch.name).write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
             # cr-at-eol: a file's own CRLF line endings are no whitespace error
             check = git("-c", "core.whitespace=cr-at-eol", "apply", "--check", "--whitespace=error", *excludes, source,

@@ -29,7 +29,7 @@ from patchseries.paths import ACCEPTANCE_DIR, Workspace
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
 from patchseries.runner import TestOutcome, ensure_environment, junit_cases, run_tests
-from patchseries.series import Patch, read_series
+from patchseries.series import Patch, snapshot_series
 from patchseries.trees import BASE_REF, ApplyResult, BaseSource, BaseTree, recording, resolve_source, tool_tree
 
 RUNIF = '''\
@@ -96,7 +96,7 @@ def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> BaseSource:  # ch
 def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
     """Stages 1-3: the tool's tree with the series applied, the acceptance suite and the harness in its ``tests/``."""
     log("stage 1/5: reading the pin and the series")
-    pin, patches = load_pin(ws.pin_file), read_series(ws.series_file)
+    pin, patches = load_pin(ws.pin_file), snapshot_series(ws.patches, ws.scratch / "series")
     log(f"stage 2/5: getting the base ({pin.name} {pin.version})")
     source = get_source(ws, pin, choice)
     ws.workdir.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ import os
 import re
 import shlex
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -80,12 +80,15 @@ def read_series(series_file: Path) -> list[Patch]:
 
 
 def snapshot_series(folder: Path, into: Path) -> list[Patch]:
-    """The series of ``folder`` read once under its lock and copied with ``base.toml`` into ``into``: held for a run."""
-    with series_lock(folder):
-        patches = read_series(folder / "series")
-        into.mkdir(parents=True)
-        shutil.copyfile(folder / "base.toml", into / "base.toml")
-        return [replace(patch, path=Path(shutil.copyfile(patch.path, into / patch.name))) for patch in patches]
+    """The series of ``folder``, read under its lock once a command and copied with ``base.toml`` into ``into`` (in
+    the scratch folder the command empties as it starts): what the command reads while an export rewrites ``folder``."""
+    if not into.is_dir():
+        with series_lock(folder):
+            names = ["series", "base.toml", *(patch.name for patch in read_series(folder / "series"))]
+            into.mkdir(parents=True)
+            for name in names:
+                shutil.copyfile(folder / name, into / name)
+    return read_series(into / "series")
 
 
 def listed_names(series_file: Path) -> list[str]:
