@@ -101,9 +101,7 @@ def export_series(
         git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits, cwd=source)
         stage("export-staged")
         names = sorted(p.name for p in staging.glob("*.patch"))
-        _refuse_what_am_reads_otherwise(
-            source, commits, staging, names, shell("git", "-C", repo, "rebase", "-i", base_label)
-        )
+        _refuse_what_am_reads_otherwise(source, commits, staging, names, rebase)
         committed = read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
         dropped = [] if drop_lacking else dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])
         if dropped:

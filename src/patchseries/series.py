@@ -84,10 +84,11 @@ def snapshot_series(folder: Path, into: Path) -> list[Patch]:
     the scratch folder the command empties as it starts): what the command reads while an export rewrites ``folder``."""
     if not into.is_dir():
         with series_lock(folder):
-            names = ["series", "base.toml", *(patch.name for patch in read_series(folder / "series"))]
+            patches = read_series(folder / "series")  # a broken series is refused before anything is copied
             into.mkdir(parents=True)
-            for name in names:
-                shutil.copyfile(folder / name, into / name)
+            for source, name in [(folder / "base.toml", "base.toml"), *((p.path, p.name) for p in patches)]:
+                shutil.copyfile(source, into / name)
+            (into / "series").write_text("".join(f"{patch.name}\n" for patch in patches))  # as listed, each by name
     return read_series(into / "series")
 
 
