@@ -396,11 +396,13 @@ def test_an_export_stopped_while_renaming_in_puts_back_the_old_series_or_a_rerun
         assert files_of(patches) == before
     else:
         assert proc.returncode == -9
+        assert "was cut short" in one_error(synthetic.run("apply"))  # a reader of the series sees it, refuses
     commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.2'\n"}, "Another change")  # another export:
     rerun = synthetic.run("export")  # what the killed one renamed in is the tool's, not "yours"
     assert rerun.returncode == 0, rerun.stderr
     assert [p.name for p in patches.iterdir() if p.is_dir()] == []
     assert _drift(synthetic) == []
+    assert synthetic.run("apply").returncode == 0
 
 
 def _to_crlf(path):
@@ -604,17 +606,25 @@ def test_export_refuses_commits_at_head_not_on_the_branch_and_its_remedies_run(s
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
 
 
-def test_commits_off_the_branch_at_a_detached_head_can_be_kept_apart_and_on_a_branch_are_not_refused(synthetic):
-    git(synthetic.tree, "checkout", "-q", "--detach", "series~1")
+@pytest.mark.parametrize("checkout", [["--detach"], ["-c", "fix"]])
+def test_commits_forked_off_the_branch_in_the_tree_exported_can_be_kept_apart(synthetic, checkout):
+    git(synthetic.tree, "switch", "-q", *checkout, "series~1")
     commit(synthetic.tree, {"src/fakelib/more.py": "X = 1\n"}, "Work kept apart")
     mine = git(synthetic.tree, "rev-parse", "HEAD")
 
     error = one_error(synthetic.run("export"))
 
-    assert shell(between(error, "apart on a branch (")[len("apart on a branch (") :]).returncode == 0  # as printed
-    assert synthetic.run("export").returncode == 0  # a branch forked off series holds them: not refused
+    assert shell(between(error, "keep them apart (")[len("keep them apart (") :]).returncode == 0  # as printed
+    assert synthetic.run("export").returncode == 0
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 2
-    assert git(synthetic.tree, "rev-parse", "HEAD") == mine
+    assert git(synthetic.tree, "branch", "--contains", mine)  # on a branch
+
+
+def test_a_branch_forked_off_the_series_in_another_worktree_is_not_refused(synthetic, tmp_path):
+    git(synthetic.tree, "worktree", "add", "-q", "-b", "test", str(tmp_path / "stale"), "series~1")  # a stale checkout
+    commit(tmp_path / "stale", {"src/fakelib/more.py": "X = 1\n"}, "Try something")
+
+    assert synthetic.run("export").returncode == 0
 
 
 def test_commits_on_a_branch_of_a_linked_worktree_while_series_is_checked_out_are_refused_and_the_remedy_runs(
@@ -691,7 +701,7 @@ def test_an_author_git_am_reads_otherwise_is_refused_and_another_author_exports(
     error = one_error(synthetic.run("export"))
 
     assert "`git am` would read its patch's author otherwise" in error
-    assert "(--author, or `git commit --amend --author`)" in error
+    assert "(--author or PATCHSERIES_AUTHOR, or amend the commit's)" in error
     assert synthetic.run("export", "--author", "Jürgen Doe <jd@example.com>").returncode == 0
 
 

@@ -538,3 +538,9 @@ def test_forward_says_what_it_removed_that_git_holds(synthetic, master):
 
     assert proc.returncode == 0, proc.stderr
     assert f"note: removed {mine.name}" in proc.stdout
+
+
+def test_forward_into_the_folder_it_reads_does_not_wait_for_its_own_lock(synthetic, master):
+    proc = synthetic.run("forward", "--checkout", str(master), "--to", str(synthetic.ws.patches))
+
+    assert "another patchseries export or forward is writing" not in proc.stderr

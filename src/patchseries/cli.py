@@ -1,5 +1,4 @@
-"""Command line: one argparse parser built from a table; each subcommand is a short function that imports the module
-doing the work (start-up stays fast). Every refusal is one ``error:`` line and exit status 2."""
+"""Command line: one parser built from a table; each subcommand imports the module doing the work (fast start-up)."""
 
 from __future__ import annotations
 

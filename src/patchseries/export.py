@@ -19,6 +19,7 @@ from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
 from patchseries.progress import Log, quiet
 from patchseries.series import (
+    EXPORT_STAGING,
     Patch,
     crlf_problem,
     dropped_hunks,
@@ -52,7 +53,6 @@ SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
 RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
-SCRATCH_PREFIX = ".patchseries-export-"  # the fresh folder in the series folder where an export writes its files
 
 
 def export_series(
@@ -60,8 +60,7 @@ def export_series(
     drop_lacking: bool = False, author: str | None = None, refuse_placeholder_authors: bool = False,
     edit: str = tool_command("edit"), log: Log = quiet,
 ) -> list[str]:  # fmt: skip
-    """Write ``base..branch`` as ``NNNN-*.patch`` and ``series`` into ``patches_dir``, renamed in from a fresh folder;
-    what it replaces must be kept (by git, or its record); hunks for ``lacks`` dropped only with ``drop_lacking``."""
+    """Write ``base..branch`` as patches and ``series`` into ``patches_dir``, renamed in; what it replaces is kept."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
     branch = branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
@@ -82,7 +81,7 @@ def export_series(
     if not out("rev-list", f"{base}..{branch}", cwd=repo):
         raise SeriesError(f"branch {label!r} has no commits on top of {base_label!r}; nothing to export")
     for worktree in worktrees(repo):
-        _refuse_work_outside(worktree, branch, label, base_label)
+        _refuse_work_outside(worktree, repo, branch, label, base_label)
     rebase = shell("git", "-C", repo, "rebase", "-i", base_label)  # where a commit is dropped or reworded
     _refuse_what_am_cannot_apply(repo, f"{base}..{branch}", rebase)
     authors = out("log", "--format=%an <%ae>", f"{base}..{branch}", cwd=repo).splitlines()  # as format-patch writes
@@ -91,9 +90,9 @@ def export_series(
         raise SeriesError(f"patches would have the placeholder author {placeholder}; pass --author 'Name <email>' (or "
                           f"set {AUTHOR_ENV}), or commit with your own identity; nothing was written")  # fmt: skip
     patches_dir.mkdir(parents=True, exist_ok=True)
-    for leftover in patches_dir.glob(f"{SCRATCH_PREFIX}*"):  # a killed export's: the series lock is held
+    for leftover in patches_dir.glob(f"{EXPORT_STAGING}*"):  # a killed export's: the series lock is held
         shutil.rmtree(leftover, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=patches_dir) as made:
+    with tempfile.TemporaryDirectory(prefix=EXPORT_STAGING, dir=patches_dir) as made:
         staging = Path(made)
         source, commits = (repo, f"{_commit(repo, base)}..{_commit(repo, branch)}")  # read once: a branch may move
         if author is not None:
@@ -108,7 +107,8 @@ def export_series(
             raise SeriesError(f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the "
                               "sdist ships no docs/ or upstream tests/), so applying left those hunks out. Make the "
                               f"change in a tree of an upstream base ({edit} --git, or --checkout PATH instead of "
-                              "--git) and export from there, or pass --drop-missing to drop them")  # fmt: skip
+                              "--git) and export it (--tree, the path edit prints), or pass --drop-missing to drop "
+                              "them")  # fmt: skip
         (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
         written = [*names, "series"]
         (staging / RECORD).write_text("".join(f"{_blob((staging / n).read_bytes())} {n}\n" for n in written))
@@ -207,8 +207,7 @@ def parse_identity(text: str, given_as: str = "--author") -> tuple[str, str]:
 
 
 def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str, branch: str = "series") -> None:
-    """Refuse to export ``repo`` into a series that pins another base: known by the record ``edit`` wrote, else by
-    the commit of its branch ``base`` (the pinned commit, the sdist's base commit, or the pinned tag's)."""
+    """Refuse to export ``repo`` into a series of another base (by ``edit``'s record, else by its branch ``base``)."""
     record = BaseRecord.read(repo)
     refuse_operation_in_progress(repo)  # a stopped rebase first: the base check would name another remedy
     if not (commit := _commit(repo, BASE_REF)):
@@ -234,9 +233,8 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str, branch: 
                       f"this series ({edit}); nothing was written")  # fmt: skip
 
 
-def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: str) -> None:
-    """Refuse uncommitted changes, commits at HEAD on top of ``branch`` (``checkout -b wip``) and, at a detached HEAD,
-    forked off it (a branch forked off it holds its commits: a stale test worktree, or work kept apart)."""
+def _refuse_work_outside(worktree: Path, exported: Path, branch: str, label: str, base_label: str) -> None:
+    """Refuse uncommitted changes, commits on top of ``branch`` and, in the tree exported, forked off it."""
     if dirty := uncommitted_files(worktree, user_config=True):  # what the person's own gitignore hides is not work
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
         raise SeriesError(
@@ -246,17 +244,20 @@ def _refuse_work_outside(worktree: Path, branch: str, label: str, base_label: st
     head = _head(worktree)
     if head == branch or not (beyond := out("rev-list", f"{branch}..HEAD", cwd=worktree).split()):
         return
-    if not _is_ancestor(worktree, branch, "HEAD"):  # forked off it
-        fork = git("merge-base", "HEAD", branch, cwd=worktree, check=False).stdout.strip()
-        if head or not fork or _is_ancestor(worktree, fork, base_label):
-            return  # on a branch, which holds them, or at base or before (another series)
-        apart = shell("git", "-C", worktree, "switch", "-q", "-c", f"kept-{beyond[0][:12]}")
-        raise SeriesError(
-            f"{worktree} has {len(beyond)} commit(s) on a detached HEAD, off {label}, which export would leave out; "
-            f"put them on {label} ({shell('git', '-C', worktree, 'rebase', '-q', label)}) and export again, or keep "
-            f"them apart on a branch ({apart})"
-        )
     where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
+    if not _is_ancestor(worktree, branch, "HEAD"):  # forked off it: in the tree exported, not another checkout of it
+        fork = git("merge-base", "HEAD", branch, cwd=worktree, check=False).stdout.strip()
+        if worktree != exported or head and (not fork or _is_ancestor(worktree, fork, base_label)):
+            return  # a stale test worktree, say; or another series, on a branch
+        steps = [] if head else [("switch", "-q", "-c", f"kept-{beyond[0][:12]}")]  # a branch holds them, then
+        keep = " && ".join(
+            shell("git", "-C", worktree, *step) for step in [*steps, ("switch", "-q", "--detach", label)]
+        )
+        raise SeriesError(
+            f"{worktree} has {len(beyond)} commit(s) on {where}, off {label}, which export would leave out; replay "
+            f"them on {label} ({shell('git', '-C', worktree, 'rebase', '-q', label)}) and export again, which then "
+            f"names how {label} moves to them, or keep them apart ({keep}){', or export that branch' * bool(head)}"
+        )
     at = next((w for w in worktrees(worktree) if _head(w) == branch), None)  # git moves it there by a merge
     move = ("-C", at, "merge", "-q", "--ff-only", beyond[0]) if at else ("-C", worktree, "branch", "-f", label, "HEAD")
     prune = "" if at else f"{shell('git', '-C', worktree, 'worktree', 'prune')} && "  # a gone worktree's holds it
@@ -306,8 +307,8 @@ def _refuse_what_am_reads_otherwise(source: Path, commits: str, staging: Path, n
         made = {"author": author, "subject": first.replace("\n", " ").strip(), "message": body.strip()}
         if differ := [key for key in read if read[key] != made[key]]:
             fix = f"reword it ({rebase}, `reword`), e.g. indent that line"
-            if differ[0] == "author":  # a name mailinfo cuts (quotes), the commit's or --author's
-                fix = "give it an author written as `git am` reads it back (--author, or `git commit --amend --author`)"
+            if differ == ["author"]:  # a name mailinfo cuts (quotes): the commit's, --author's or PATCHSERIES_AUTHOR's
+                fix = f"use an author `git am` reads back as written (--author or {AUTHOR_ENV}, or amend the commit's)"
             raise SeriesError(
                 f"commit {commit[:12]} ({made['subject']}): `git am` would read its patch's {' and '.join(differ)} "
                 f"otherwise ({read[differ[0]][:60]!r}: it drops a subject's leading [tag] or Re: and folds its spaces, "
@@ -360,8 +361,7 @@ def drift_report(
     base_repo: Path, patches: list[Patch], patches_dir: Path, scratch: Path, lacks: tuple[str, ...] = (),
     base: str = BASE_REF, reexport: str = tool_command("export"),
 ) -> DriftReport:  # fmt: skip
-    """Apply the patches to a clone of the base without whitespace errors, export them again and list every difference,
-    then ``reexport`` (after copying files export would not replace); hunks for ``lacks`` are reported unchecked."""
+    """Every difference between the patches, applied to the base, and a fresh export of them; then ``reexport``."""
     if not (base_commit := _commit(base_repo, base)):
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; {fetch_advice(base_repo)}, re-run")
     report = DriftReport()

@@ -1,6 +1,5 @@
-"""`forward` and `check --onto`: the release series tried, patch by patch, on another upstream commit. `forward` writes
-the forward series (pull requests): each patch upstream lacks unless ``Upstream-Status: Inappropriate``, its DEP-3
-trailers dropped, its CHANGELOG entries re-placed under their heading of the target's unreleased section."""
+"""`forward` and `check --onto`: the release series tried patch by patch on another upstream commit; `forward` writes
+each patch upstream lacks (not ``Inappropriate``) without DEP-3 trailers, its CHANGELOG entries re-placed there."""
 
 from __future__ import annotations
 
@@ -150,8 +149,7 @@ def changelog_entries(text: str) -> list[tuple[str, int, str]]:
 
 
 def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
-    """Add ``entry`` at the end of ``heading``'s list in the unreleased section, as a pull request does (in place of a
-    ``-`` placeholder; a missing heading added in Keep a Changelog's order); False if the section has it already."""
+    """Add ``entry`` at the end of ``heading``'s list in the unreleased section; False if it is there already."""
     text = (repo / changelog).read_bytes().decode() if (repo / changelog).is_file() else ""
     newline = "\r\n" if "\r\n" in text else "\n"  # the file's line endings: the diff is the entry alone
     lines = text.splitlines()

@@ -21,13 +21,15 @@ _WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs",
 
 
 class Lock:  # the flock of the folder or lock file path; a second holder is refused with refusal(its lock file)
+    held: set[Path] = set()  # folders this process holds: held again, not refused (`forward --to` the one it reads)
+
     def __init__(self, path: Path, refusal: Callable[[str], str], *, file: bool = False) -> None:
         self.path, self.refusal, self.file = path, refusal, file
         self.fd: int | None = None
 
     def acquire(self, make: bool = False) -> None:
         """Hold the lock; ``make``: make the folder first, else a missing folder is not locked (yet)."""
-        if self.fd is not None:
+        if self.fd is not None or self.path.resolve() in Lock.held:
             return
         if make:
             (self.path.parent if self.file else self.path).mkdir(parents=True, exist_ok=True)
@@ -44,9 +46,11 @@ class Lock:  # the flock of the folder or lock file path; a second holder is ref
             os.close(fd)
             raise SeriesError(self.refusal(holder)) from None
         self.fd = fd
+        Lock.held |= set() if self.file else {self.path.resolve()}
 
     def release(self) -> None:
         if self.fd is not None:
+            Lock.held.discard(self.path.resolve())
             os.close(self.fd)
             self.fd = None
 

@@ -1,5 +1,4 @@
-"""``patchseries wheels``: wheels of ``lightning`` and its standalone packages, each sdist given the files the series
-changes, mapped as upstream's build mirrors them; built and checked in a fresh folder, then renamed into ``dist/``."""
+"""``patchseries wheels``: wheels of each pinned sdist given the series' files, mapped as upstream mirrors them."""
 
 from __future__ import annotations
 
@@ -186,8 +185,7 @@ def build_wheels(
 
 
 def series_snapshot(tree: Path, head: str, into: Path) -> list[str]:
-    """The paths the series changes; the commit ``head`` written whole under ``into`` (a link resolves there): what a
-    person writes in the tool's ``tree`` while the tool reads is not read."""
+    """The paths the series changes; commit ``head`` written whole under ``into``, not the tree a person may edit."""
     index = {"GIT_INDEX_FILE": str(into.with_name(f"{into.name}.index"))}
     git("read-tree", head, cwd=tree, env=index)
     git("checkout-index", "--all", f"--prefix={into}/", cwd=tree, env=index)

@@ -79,16 +79,23 @@ def read_series(series_file: Path) -> list[Patch]:
     return patches
 
 
+EXPORT_STAGING = ".patchseries-export-"  # export's fresh folder in the series folder; left there, a switch cut short
+
+
 def snapshot_series(folder: Path, into: Path) -> list[Patch]:
-    """The series of ``folder``, read under its lock once a command and copied with ``base.toml`` into ``into`` (in
-    the scratch folder the command empties as it starts): what the command reads while an export rewrites ``folder``."""
+    """The series of ``folder`` copied with ``base.toml`` into scratch ``into`` under its lock, once a command."""
     if not into.is_dir():
         with series_lock(folder):
+            if cut := next(folder.glob(f"{EXPORT_STAGING}*"), None):  # a live export holds the lock: a killed one's
+                raise SeriesError(
+                    f"an export into {folder} was cut short ({cut.name} is left); export again to finish it"
+                )
             patches = read_series(folder / "series")  # a broken series is refused before anything is copied
-            into.mkdir(parents=True)
-            for source, name in [(folder / "base.toml", "base.toml"), *((p.path, p.name) for p in patches)]:
+            names = {p.path: os.path.relpath(p.path.resolve(), folder.resolve()) for p in patches}  # normalised
+            for source, name in [(folder / "base.toml", "base.toml"), *names.items()]:
+                (into / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, into / name)
-            (into / "series").write_text("".join(f"{patch.name}\n" for patch in patches))  # as listed, each by name
+            (into / "series").write_text("".join(f"{name}\n" for name in names.values()))
     return read_series(into / "series")
 
 

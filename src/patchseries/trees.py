@@ -1,7 +1,5 @@
-"""The trees: the pinned base (sdist, a person's checkout, only read, or clone) and the series on branch ``series``,
-built in a fresh folder of ``<workdir>/patchseries-tmp`` (emptied by each run), renamed into place. The tool's tree
-(``trees/``) is reused or replaced only while its record describes it, else left as it is; an edit tree is never
-written again."""
+"""The trees: the pinned base and the series on branch ``series``, built in scratch and renamed into place; the tool's
+tree is reused or replaced only while its record describes it, else left as it is; an edit tree is never rewritten."""
 
 from __future__ import annotations
 
@@ -372,9 +370,7 @@ def _untracked(tree: Path) -> dict[str, str]:  # every untracked file, ignored o
 
 @contextmanager
 def recording(tree: Path, copies: bool = False) -> Iterator[None]:
-    """Around the stages that write into the tool's ``tree``: the untracked files there when they end are the tool's,
-    but for a stage that writes no ``copies`` (installing, testing) a recorded one changed outside the build
-    artifacts is a person's (an acceptance copy edited while the tests ran): it keeps its recorded digest."""
+    """Untracked files are the tool's when a stage ends; a recorded one a test stage changed (no artifact) is not."""
     before = {} if copies else _read_json(tree / ".git" / FILES) or {}
     try:
         yield

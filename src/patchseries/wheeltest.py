@@ -1,5 +1,4 @@
-"""``patchseries test-wheels``: the wheels of ``dist/`` installed as users get them into a fresh environment with a
-torch release, then checked: version and origin, the files the series changes, the acceptance suite (imports mapped)."""
+"""``patchseries test-wheels``: the wheels installed as users get them, with a torch release, checked and tested."""
 
 from __future__ import annotations
 
