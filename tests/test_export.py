@@ -682,6 +682,7 @@ def test_a_persons_git_configuration_never_changes_the_patches(synthetic, tmp_pa
         ("Re: the answer\n", "subject"),
         ("Credit\n\nFrom: Alice <alice@example.com>\nreported it\n", "author and message"),
         ("Credit\n\nDate: Mon, 1 Jan 2024 00:00:00 +0000\nreported it\n", "message"),
+        ("A subject\nover two lines\n", "subject"),  # its file is named by the first line, a re-export by both
     ],
 )
 def test_export_refuses_a_commit_that_git_am_would_read_otherwise_from_its_patch(synthetic, message, read):
@@ -705,11 +706,14 @@ def test_an_author_git_am_reads_otherwise_is_refused_and_another_author_exports(
     assert synthetic.run("export", "--author", "Jürgen Doe <jd@example.com>").returncode == 0
 
 
-def test_a_multi_line_subject_and_a_non_ascii_author_come_back_from_their_patches(synthetic):
+def test_a_non_ascii_author_and_subject_come_back_whatever_encoding_the_tree_sets(synthetic):
     (synthetic.tree / CORE).write_text("def answer():\n    return 46\n")
-    git(synthetic.tree, "-c", "user.name=Zoë Ünïcode", "commit", "-qam", "A subject\nover two lines\n\nBody: text\n")
+    git(synthetic.tree, "-c", "user.name=Zoë Ünïcode", "commit", "-qam", "Fix “quoted” naïve\n\nBody: text\n")
+    git(synthetic.tree, "config", "i18n.commitEncoding", "ISO-8859-1")  # the tree's own configuration
 
     assert synthetic.run("export").returncode == 0
+    assert "charset=UTF-8" in sorted(synthetic.ws.patches.glob("*.patch"))[-1].read_text()
+    assert synthetic.run("check").returncode == 0
 
 
 def test_an_edit_tree_of_a_checkout_exports_after_the_checkout_moved(synthetic, upstream_clone, tmp_path):

@@ -304,15 +304,15 @@ def _refuse_what_am_reads_otherwise(source: Path, commits: str, staging: Path, n
         fields = dict(line.split(": ", 1) for line in info if ": " in line)
         read = {"author": f"{fields.get('Author')} <{fields.get('Email')}>", "subject": fields.get("Subject", ""),
                 "message": (staging / "mailinfo").read_text(errors=ENCODING_ERRORS).strip()}  # fmt: skip
-        made = {"author": author, "subject": first.replace("\n", " ").strip(), "message": body.strip()}
-        if differ := [key for key in read if read[key] != made[key]]:
+        made = {"author": author, "subject": first.strip(), "message": body.strip()}  # a subject of one line
+        if differ := [key for key in read if read[key] != made[key]] or ["subject"] * (not made["subject"]):
             fix = f"reword it ({rebase}, `reword`), e.g. indent that line"
             if differ == ["author"]:  # a name mailinfo cuts (quotes): the commit's, --author's or PATCHSERIES_AUTHOR's
                 fix = f"use an author `git am` reads back as written (--author or {AUTHOR_ENV}, or amend the commit's)"
             raise SeriesError(
                 f"commit {commit[:12]} ({made['subject']}): `git am` would read its patch's {' and '.join(differ)} "
-                f"otherwise ({read[differ[0]][:60]!r}: it drops a subject's leading [tag] or Re: and folds its spaces, "
-                "takes From:/Date: lines that start a message as headers, ends a message at a line like ---); "
+                f"otherwise ({read[differ[0]][:60]!r}: it drops a subject's leading [tag] or Re:, joins its lines, "
+                "folds its spaces, takes From:/Date: lines that start a message as headers, ends a message at ---); "
                 f"{fix}; nothing was written"
             )
 
@@ -344,10 +344,11 @@ def _authored(repo: Path, base: str, branch: str, author: str, scratch: Path) ->
     start = parent = out("rev-parse", f"{commits[0]}^", cwd=repo)
     for commit in commits:
         message = git("cat-file", "commit", commit, cwd=repo).stdout.split("\n\n", 1)[1]
-        date = out("log", "-1", "--format=%ad", "--date=raw", commit, cwd=repo)
+        date, _, coding = out("log", "-1", "--format=%ad%n%e", "--date=raw", commit, cwd=repo).partition("\n")
         identity = {**TOOL_IDENTITY, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date}
-        tree = out("rev-parse", f"{commit}^{{tree}}", cwd=repo)
-        parent = git("commit-tree", tree, "-p", parent, cwd=scratch, env=identity, stdin=message).stdout.strip()
+        tree, keep = out("rev-parse", f"{commit}^{{tree}}", cwd=repo), f"i18n.commitEncoding={coding or 'UTF-8'}"
+        parent = git("-c", keep, "commit-tree", tree, "-p", parent, cwd=scratch, env=identity, stdin=message).stdout
+        parent = parent.strip()
     return scratch, f"{start}..{parent}"
 
 

@@ -20,7 +20,7 @@ STABLE_CONFIG = (
     *("core.autocrlf=false", "core.fileMode=true", "core.quotePath=true", "commit.gpgSign=false"),
     *("diff.noprefix=false", "diff.mnemonicPrefix=false", "diff.relative=false", "diff.renames=false"),
     *("am.threeWay=false", "am.keepcr=false", "am.messageId=false", "mailinfo.scissors=false"),
-    "init.defaultBranch=main",
+    *("init.defaultBranch=main", "i18n.logOutputEncoding=UTF-8", "i18n.commitEncoding=UTF-8"),
 )
 # the person's ~/.gitconfig and /etc/gitconfig are not read (`format.signOff`, `diff.context`), but `safe.directory`
 NEUTRAL_CONFIG = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}

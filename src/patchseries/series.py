@@ -88,7 +88,7 @@ def snapshot_series(folder: Path, into: Path) -> list[Patch]:
         with series_lock(folder):
             if cut := next(folder.glob(f"{EXPORT_STAGING}*"), None):  # a live export holds the lock: a killed one's
                 raise SeriesError(
-                    f"an export into {folder} was cut short ({cut.name} is left); export again to finish it"
+                    f"an export into {folder} was cut short ({cut.name} is left); run it again (export or forward)"
                 )
             patches = read_series(folder / "series")  # a broken series is refused before anything is copied
             names = {p.path: os.path.relpath(p.path.resolve(), folder.resolve()) for p in patches}  # normalised
