@@ -113,3 +113,22 @@ def test_a_copy_edited_while_the_tool_tests_is_the_persons_and_a_rebuilt_artifac
 
     assert proc.returncode == (2 if theirs else 0), proc.stderr
     assert (tree / name).read_text() == "mine\n" if theirs else "building a fresh one" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "theirs"), [(".vscode/settings.json", True), ("src/fakelib/__pycache__/x.pyc", False)]
+)
+def test_a_file_made_while_the_tool_tests_is_the_persons_unless_a_build_artifact(synthetic, name, theirs):
+    assert synthetic.run("apply").returncode == 0
+    tree = synthetic.ws.trees / "sdist-1.0"
+    with (tree / ".git" / "info" / "exclude").open("a") as rules:
+        rules.write(".vscode/\n")  # as upstream's .gitignore in a tree of a checkout
+    with recording(tree):  # the tests run a long time: an editor writes its settings into the tree meanwhile
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text("mine\n")
+    change_patches(synthetic.ws.patches)
+
+    proc = synthetic.run("apply")
+
+    assert proc.returncode == (2 if theirs else 0), proc.stderr
+    assert (tree / name).read_text() == "mine\n" if theirs else "building a fresh one" in proc.stderr

@@ -370,14 +370,13 @@ def _untracked(tree: Path) -> dict[str, str]:  # every untracked file, ignored o
 
 @contextmanager
 def recording(tree: Path, copies: bool = False) -> Iterator[None]:
-    """Untracked files are the tool's when a stage ends; a recorded one a test stage changed (no artifact) is not."""
+    """The untracked files a stage of ``copies`` leaves are the tool's; of a test stage, only what builds rewrite."""
     before = {} if copies else _read_json(tree / ".git" / FILES) or {}
     try:
         yield
     finally:
-        now = _untracked(tree)
-        theirs = {name: before[name] for name in before.keys() & now.keys() if not _artifact(name)}
-        _write_json(tree, FILES, {**now, **theirs})
+        made = {name: digest for name, digest in _untracked(tree).items() if copies or _artifact(name)}
+        _write_json(tree, FILES, {**before, **made})  # anything else made or changed meanwhile is the person's
 
 
 def _artifact(path: str) -> bool:  # what builds and test runs rewrite (BUILD_ARTIFACTS, as git matches them)
