@@ -116,7 +116,13 @@ def test_a_copy_edited_while_the_tool_tests_is_the_persons_and_a_rebuilt_artifac
 
 
 @pytest.mark.parametrize(
-    ("name", "theirs"), [(".vscode/settings.json", True), ("src/fakelib/__pycache__/x.pyc", False)]
+    ("name", "theirs"),
+    [
+        (".vscode/settings.json", True),
+        (".coveragerc", True),
+        ("docs/build/notes.md", True),
+        ("src/fakelib/__pycache__/x.pyc", False),
+    ],
 )
 def test_a_file_made_while_the_tool_tests_is_the_persons_unless_a_build_artifact(synthetic, name, theirs):
     assert synthetic.run("apply").returncode == 0

@@ -36,8 +36,9 @@ RECORD = "patchseries-tree"  # in .git of the tool's tree: RECORD_KEYS
 RECORD_KEYS = ("source", "fingerprint", "base", "head")  # BaseSource.key, the series', commits of base and series
 BASE_RECORD = "patchseries-base"  # in .git of every tree the tool makes: BaseRecord
 FILES = "patchseries-files"  # in .git of the tool's tree: the untracked files its runs made, with their digests
-# what building or installing the tree creates: ignored, so that it never makes the tree look modified
-BUILD_ARTIFACTS = ("*.egg-info/", "__pycache__/", "build/", ".pytest_cache/", ".coverage*", "coverage.xml")
+_STAGE_WRITES = ("*.egg-info/", "__pycache__/")  # what the tool's installs and tests write anywhere (and build/ atop)
+# what building, installing or testing the tree creates: ignored, so that it never makes the tree look modified
+BUILD_ARTIFACTS = (*_STAGE_WRITES, "build/", ".pytest_cache/", ".coverage", ".coverage.*", "coverage.xml")
 _IN_PROGRESS = {  # what it is, how to finish it, how to abort it
     "rebase-merge": ("a git rebase", "git rebase --continue", "git rebase --abort"),
     "rebase-apply": ("a git am or git rebase", "git am/rebase --continue", "git am/rebase --abort"),
@@ -379,9 +380,9 @@ def recording(tree: Path, copies: bool = False) -> Iterator[None]:
         _write_json(tree, FILES, {**before, **made})  # anything else made or changed meanwhile is the person's
 
 
-def _artifact(path: str) -> bool:  # what builds and test runs rewrite (BUILD_ARTIFACTS, as git matches them)
-    parts = [f"{part}/" for part in path.split("/")[:-1]] + path.split("/")[-1:]
-    return any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in BUILD_ARTIFACTS)
+def _artifact(path: str) -> bool:  # what installing and testing rewrite (coverage and pytest write to reports/)
+    folders = [f"{part}/" for part in path.split("/")[:-1]]
+    return path.startswith("build/") or any(fnmatch.fnmatch(f, pattern) for f in folders for pattern in _STAGE_WRITES)
 
 
 def _read_json(path: Path, *keys: str) -> Any:  # None if unreadable, or if it lacks one of the string ``keys``
