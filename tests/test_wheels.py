@@ -611,6 +611,17 @@ def test_a_file_the_series_adds_as_a_link_or_with_a_non_ascii_name_is_in_the_whe
     assert members["fakelib/fabric/café.py"] == b"X = 1\n"
 
 
+@pytest.mark.parametrize(("name", "target"), [("fabric_utils", "../fabric"), ("gone.py", "/nonexistent/gone.py")])
+def test_a_link_the_series_adds_to_a_folder_or_to_nothing_is_refused(release: Release, name: str, target: str):
+    (release.tree / "src" / "fakelib" / "pytorch" / name).symlink_to(target)
+    _add_commit(release, "Add a link\n\nUpstream-Status: Pending", "add", "-A")
+
+    error = one_error(release.wheels())
+
+    assert f"the series makes src/fakelib/pytorch/{name} a link to a folder or to nothing" in error
+    assert not release.dist.exists()
+
+
 @pytest.mark.parametrize("command", ["wheels", "test-wheels"])
 def test_a_dist_inside_the_work_directory_is_refused_by_both_commands(release: Release, command: str):
     dist = release.ws.workdir / "mydist"  # test-wheels' remedy names a wheels --dist there: both refuse it
