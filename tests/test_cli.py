@@ -138,6 +138,17 @@ def test_workdir_that_is_a_file_is_one_error_line(synthetic, tmp_path):
     ]
 
 
+def test_a_workdir_that_is_a_link_loop_is_one_error_line(synthetic, tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+
+    proc = cli("apply", "--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "loop"))
+
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: ")
+    assert len(proc.stderr.splitlines()) == 1
+    assert "loop" in proc.stderr
+
+
 def test_export_in_an_empty_workdir_is_one_error_line(synthetic, tmp_path):
     proc = cli("export", "--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "empty"))
 

@@ -412,6 +412,18 @@ def test_check_says_when_the_forward_series_is_not_what_forward_writes_from_the_
     assert synthetic.run("check", "--checkout", str(master)).returncode == 0
 
 
+def test_check_says_when_the_forward_folder_has_no_series(synthetic, master):
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+    (synthetic.ws.patches / "master" / "series").unlink()  # git rm patches/master/series: master/ must not pass unread
+
+    check = synthetic.run("check", "--checkout", str(master))
+
+    assert check.returncode == 1, check.stdout + check.stderr
+    remedy = check.stdout.split("drift: master/ is not what forward writes from the release series (series); `")[1]
+    assert subprocess.run(remedy.split("`")[0], shell=True, capture_output=True, check=False).returncode == 0
+    assert synthetic.run("check", "--checkout", str(master)).returncode == 0
+
+
 CORE = "src/fakelib/core.py"
 
 

@@ -70,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`patchseries status | head`): stop quietly, as a shell tool would
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # what a shell reports for a program that wrote into a closed pipe
-    except (SeriesError, OSError) as exc:
+    except (SeriesError, OSError, RuntimeError) as exc:  # RuntimeError: Python 3.11's resolve() of a link loop
         line = " ".join(str(exc).split("\n"))
-        if not isinstance(exc, SeriesError):
+        if isinstance(exc, OSError):
             paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
             line = f"{exc.strerror or line}{': ' if paths else ''}{paths}; check that path (permissions, free space, "
             line += "a process still using it) and re-run"
@@ -214,11 +214,12 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
         return int(_print_table(check_onto(checkout, args.onto, pin.where, patches, ws.scratch)))
     status = _drift(ws, checkout, ws.patches, pin, patches)
     forward_dir = ws.patches / FORWARD_DIR
-    if (forward_dir / "series").is_file():  # a release series with its forward series: check both
+    if forward_dir.is_dir():  # a release series with its forward series: check both
         forward_pin = load_pin(forward_dir / "base.toml")
-        forward_patches = snapshot_series(forward_dir, ws.scratch / "series-master")
+        listed = (forward_dir / "series").is_file()  # none yet (or gone): forward writes it, as check then says
+        forward_patches = snapshot_series(forward_dir, ws.scratch / "series-master") if listed else []
         print(f"{FORWARD_DIR}/ (onto {forward_pin.commit[:12]}):")
-        drift = _drift(ws, checkout, forward_dir, forward_pin, forward_patches)  # its remedy runs forward too
+        drift = _drift(ws, checkout, forward_dir, forward_pin, forward_patches) if listed or not checkout else 0
         if checkout is not None and not drift:
             drift = _forward_drift(checkout, ws, pin, patches, forward_pin, forward_dir)
         status = max(status, drift)
