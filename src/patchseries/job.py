@@ -223,11 +223,10 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
     for path in [*wanted, *stale]:  # in the way: tracked, not written by the tool, or changed since
         now = _read(tree / path)
         if path in tracked or now not in (None, wanted.get(path)) and _sha(now or b"") not in manifest.get(path, []):
-            raise SeriesError(
-                f"{tree / path} is in the way of patchseries' files in tests/ (copies of {ACCEPTANCE_DIR}/, the "
-                "harness): the tree tracks it, or patchseries did not write it, or it changed since; rename the file "
-                f"in {ACCEPTANCE_DIR}/, or move yours away; nothing was copied"
-            )
+            raise SeriesError(f"{tree / path} is in the way of patchseries' files in tests/ (copies of "
+                              f"{ACCEPTANCE_DIR}/, the harness): the tree tracks it, or patchseries did "
+                              "not write it, or it changed since; rename the file in "
+                              f"{ACCEPTANCE_DIR}/, or move yours away; nothing was copied")  # fmt: skip
     changed = {path: data for path, data in wanted.items() if _read(tree / path) != data}
     # excluded before written (never an untracked file); meanwhile the manifest allows both contents (interrupted runs)
     add_excludes(tree, [f"/{path}" for path in wanted])

@@ -104,7 +104,6 @@ def _refuse_unless_ignored(workdir: Path, given_as: str) -> None:
         remedy = "pass a --workdir outside it"
         if given_as != "--workdir":
             remedy = f"it comes from {given_as}: set that to a folder outside it, or unset it"
-        raise SeriesError(
-            f"the work directory {workdir} is inside the git tree {folder}, which does not ignore it and may be "
-            f"yours: the tool would write downloads/ and trees/ among its files; {remedy}"
-        )
+        raise SeriesError(f"the work directory {workdir} is inside the git tree {folder}, which does "
+                          "not ignore it and may be yours: the tool would write downloads/ and trees/ "
+                          f"among its files; {remedy}")  # fmt: skip

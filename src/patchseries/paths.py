@@ -86,15 +86,13 @@ class Workspace:  # paths of one run: patches holds the series, workdir all the 
         options: tuple[str, ...] = ("--patches", str(patches.resolve())) if patches else ()
         if patches is None:
             if root is None:
-                raise SeriesError(
-                    f"cannot find the series: no {SERIES_DIR}/series in {Path.cwd()} or its parents; run from a "
-                    "checkout of lightning-compile-series, or pass --patches DIR"
-                )
+                raise SeriesError(f"cannot find the series: no {SERIES_DIR}/series in {Path.cwd()} or "
+                                  "its parents; run from a checkout of lightning-compile-series, or "
+                                  "pass --patches DIR")  # fmt: skip
             patches = root / SERIES_DIR
         elif patches.exists() and not patches.is_dir():
-            raise SeriesError(
-                f"--patches {patches} is not a directory; pass the series folder (the one with series and base.toml)"
-            )
+            raise SeriesError(f"--patches {patches} is not a directory; pass the series folder (the one "
+                              "with series and base.toml)")  # fmt: skip
         if env and (not env.strip() or _CONTROL.search(env)):  # as such a --workdir is refused
             raise SeriesError(f"{WORKDIR_ENV}={env!r} is blank or has a control character; set it to a directory, "
                               "or unset it to use .work/ beside patches/")  # fmt: skip

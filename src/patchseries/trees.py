@@ -134,16 +134,14 @@ def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path,
         return checkout, head, head != wanted
     if pin.commit:  # a series against an upstream commit: that commit of the clone, wherever HEAD is
         if not has_path(checkout, "", pin.commit):
-            raise SeriesError(
-                f"--checkout {checkout} does not have the pinned commit {pin.commit[:12]}; {fetch_advice(checkout)}, "
-                "or pass --force-base to use the clone's HEAD"
-            )
+            raise SeriesError(f"--checkout {checkout} does not have the pinned commit "
+                              f"{pin.commit[:12]}; {fetch_advice(checkout)}, or pass --force-base to "
+                              "use the clone's HEAD")  # fmt: skip
         return checkout, pin.commit, False
     if head != wanted:
         where = f"tag {pin.tag} is {wanted[:12]}" if wanted else f"it has no tag {pin.tag}"
-        raise SeriesError(
-            f"--checkout {checkout} is at {head[:12]}, but {where}; check out {pin.tag} or pass --force-base"
-        )
+        raise SeriesError(f"--checkout {checkout} is at {head[:12]}, but {where}; check out {pin.tag} "
+                          "or pass --force-base")  # fmt: skip
     return checkout, head, False
 
 
@@ -202,18 +200,16 @@ def build_base(ws: Workspace, pin: Pin, source: BaseSource, work: Path, log: Log
         stage("fetch-unpacked")
         repo = work / "sdist" / pin.sdist_root
         if not repo.is_dir():
-            raise SeriesError(
-                f"{archive.name} has no top-level folder {pin.sdist_root!r}; check [sdist].root in the pin"
-            )
+            raise SeriesError(f"{archive.name} has no top-level folder {pin.sdist_root!r}; check "
+                              "[sdist].root in the pin")  # fmt: skip
         for egg_info in repo.glob("src/*.egg-info"):
             shutil.rmtree(egg_info)
         _init_fixed_commit(repo, pin)
         commit = out("rev-parse", "HEAD", cwd=repo)
         if pin.base_commit and commit != pin.base_commit:
-            raise SeriesError(
-                f"the sdist gave base commit {commit[:12]}, the pin expects {pin.base_commit[:12]}; the sdist or the "
-                "base recipe changed, update [sdist].base_commit only if that is intended"
-            )
+            raise SeriesError(f"the sdist gave base commit {commit[:12]}, the pin expects "
+                              f"{pin.base_commit[:12]}; the sdist or the base recipe changed, update "
+                              "[sdist].base_commit only if that is intended")  # fmt: skip
     else:
         repo, network = work / "clone", source.kind == "git"
         # a full clone of a pinned commit (not every host serves one by name shallowly); a tag's, one commit deep
@@ -416,9 +412,8 @@ def refuse_operation_in_progress(repo: Path) -> None:
     for worktree in gitcmd.worktrees(repo):
         for name, (what, finish, abort) in _IN_PROGRESS.items():
             if git_path(worktree, name).exists():
-                raise SeriesError(
-                    f"{what} is in progress in {worktree}; finish it ({finish}) or abort it ({abort}), then re-run"
-                )
+                raise SeriesError(f"{what} is in progress in {worktree}; finish it ({finish}) or abort "
+                                  f"it ({abort}), then re-run")  # fmt: skip
 
 
 def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> ApplyResult:
