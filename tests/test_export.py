@@ -405,6 +405,29 @@ def test_an_export_stopped_while_renaming_in_puts_back_the_old_series_or_a_rerun
     assert synthetic.run("apply").returncode == 0
 
 
+def test_a_cut_short_export_without_its_tree_is_cleared_by_the_printed_remedy(synthetic, tmp_path):
+    _rework(synthetic.tree)
+    args = ("export", "--workdir", str(synthetic.ws.workdir))
+    assert run_signalled(synthetic, tmp_path, "export-switch:SIGKILL", *args).returncode == -9
+    shutil.rmtree(synthetic.tree)  # the tree is gone: export cannot run again
+
+    error = one_error(synthetic.run("apply"))
+
+    assert shell(between(error, "`rm -r ", "`")[1:]).returncode == 0
+    assert synthetic.run("apply").returncode == 0
+
+
+def test_a_persons_file_or_link_named_like_exports_staging_is_neither_refused_nor_removed(synthetic, tmp_path):
+    (tmp_path / "notes").mkdir()
+    (synthetic.ws.patches / ".patchseries-export-notes").symlink_to(tmp_path / "notes")
+    (synthetic.ws.patches / ".patchseries-export-log.txt").write_text("mine\n")
+
+    assert synthetic.run("apply").returncode == 0
+    assert synthetic.run("export").returncode == 0
+    assert (synthetic.ws.patches / ".patchseries-export-notes").is_symlink()
+    assert (synthetic.ws.patches / ".patchseries-export-log.txt").read_text() == "mine\n"
+
+
 def _to_crlf(path):
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
 
@@ -641,18 +664,25 @@ def test_commits_on_a_branch_of_a_linked_worktree_while_series_is_checked_out_ar
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
 
 
-def test_commits_beyond_series_held_by_a_removed_worktree_are_refused_and_the_remedy_runs(synthetic, tmp_path):
+@pytest.mark.parametrize("moved", [True, False])
+def test_a_worktree_git_cannot_find_is_refused_and_the_remedy_runs(synthetic, tmp_path, moved):
     git(synthetic.tree, "checkout", "-q", "-b", "wip")
-    gone = tmp_path / "gone"
-    git(synthetic.tree, "worktree", "add", "-q", str(gone), "series")
-    shutil.rmtree(gone)  # git still counts series as checked out there until the worktree is pruned
-    commit(synthetic.tree, {CORE: "def answer():\n    return 45\n"}, "More work\n\nUpstream-Status: Pending")
+    linked = tmp_path / "linked"
+    git(synthetic.tree, "worktree", "add", "-q", str(linked), "series")
+    commit(linked, {CORE: "def answer():\n    return 45\n"}, "More work\n\nUpstream-Status: Pending")
+    if moved:  # a worktree moved with mv: its commits and checkout must not go unseen, nor be pruned by a remedy
+        linked.rename(tmp_path / "moved")
+    else:
+        shutil.rmtree(linked)
 
     error = one_error(synthetic.run("export"))
 
-    assert shell(between(error, "git -C ")).returncode == 0  # as printed
+    assert f"has a worktree git cannot find at {linked}: if you moved it, `git worktree repair` in it" in error
+    remedy = shell("git worktree repair", cwd=tmp_path / "moved") if moved else shell(between(error, "git -C ", "`"))
+    assert remedy.returncode == 0, remedy.stderr
     assert synthetic.run("export").returncode == 0
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
+    assert not moved or git(tmp_path / "moved", "log", "-1", "--format=%s") == "More work"
 
 
 def test_a_persons_git_configuration_never_changes_the_patches(synthetic, tmp_path, monkeypatch):
@@ -661,6 +691,10 @@ def test_a_persons_git_configuration_never_changes_the_patches(synthetic, tmp_pa
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
     git(synthetic.tree, "config", "format.signOff", "true")  # the edit tree's own configuration too
     git(synthetic.tree, "config", "diff.context", "6")
+    git(synthetic.tree, "config", "core.bigFileThreshold", "1")  # every file a binary patch
+    (tmp_path / "xdg" / "git").mkdir(parents=True)
+    (tmp_path / "xdg" / "git" / "attributes").write_text("*.py -diff\n")  # the person's default attributes file
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     before = files_of(synthetic.ws.patches)
 
     exported = synthetic.run("export")
@@ -682,7 +716,9 @@ def test_a_persons_git_configuration_never_changes_the_patches(synthetic, tmp_pa
         ("Re: the answer\n", "subject"),
         ("Credit\n\nFrom: Alice <alice@example.com>\nreported it\n", "author and message"),
         ("Credit\n\nDate: Mon, 1 Jan 2024 00:00:00 +0000\nreported it\n", "message"),
-        ("A subject\nover two lines\n", "subject"),  # its file is named by the first line, a re-export by both
+        ("A subject\nover two lines\n", "subject and message"),  # its file is named by the first line
+        ("  Guard the toggle\n", "subject"),  # git am strips the spaces: check would drift for good
+        ("Quote the log\n\nFrom runner-7 at Tue Jan  2 10:12:30 2024 the step hangs.\n", "message"),  # a new mail
     ],
 )
 def test_export_refuses_a_commit_that_git_am_would_read_otherwise_from_its_patch(synthetic, message, read):
@@ -704,6 +740,20 @@ def test_an_author_git_am_reads_otherwise_is_refused_and_another_author_exports(
     assert "`git am` would read its patch's author otherwise" in error
     assert "(--author or PATCHSERIES_AUTHOR, or amend the commit's)" in error
     assert synthetic.run("export", "--author", "Jürgen Doe <jd@example.com>").returncode == 0
+
+
+def test_an_author_git_would_store_otherwise_is_refused(synthetic):
+    error = one_error(synthetic.run("export", "--author", "Bob Smith Jr. <bob@example.com>"))  # git drops the "."
+
+    assert "`git am` would read its patch's author otherwise ('Bob Smith Jr <bob@example.com>'" in error
+
+
+def test_an_author_given_for_a_commit_labelled_latin1_is_written_as_given(synthetic):
+    (synthetic.tree / CORE).write_text("def answer():\n    return 46\n")
+    git(synthetic.tree, "-c", "i18n.commitEncoding=ISO-8859-1", "commit", "-qam", "Guard the toggle")
+
+    assert synthetic.run("export", "--author", "José Müller <jose@example.com>").returncode == 0
+    assert "From: =?UTF-8?q?Jos=C3=A9=20M=C3=BCller?=" in sorted(synthetic.ws.patches.glob("*.patch"))[-1].read_text()
 
 
 def test_a_non_ascii_author_and_subject_come_back_whatever_encoding_the_tree_sets(synthetic):

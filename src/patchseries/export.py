@@ -22,6 +22,7 @@ from patchseries.series import (
     EXPORT_STAGING,
     Patch,
     crlf_problem,
+    cut_short,
     dropped_hunks,
     file_sections,
     has_crlf,
@@ -83,15 +84,14 @@ def export_series(
     for worktree in worktrees(repo):
         _refuse_work_outside(worktree, repo, branch, label, base_label)
     rebase = shell("git", "-C", repo, "rebase", "-i", base_label)  # where a commit is dropped or reworded
-    _refuse_what_am_cannot_apply(repo, f"{base}..{branch}", rebase)
     authors = out("log", "--format=%an <%ae>", f"{base}..{branch}", cwd=repo).splitlines()  # as format-patch writes
     placeholder = next((a for a in authors if is_placeholder(a)), None) if refuse_placeholder_authors else None
     if placeholder and author is None:  # parse_identity refuses a placeholder --author
         raise SeriesError(f"patches would have the placeholder author {placeholder}; pass --author 'Name <email>' (or "
                           f"set {AUTHOR_ENV}), or commit with your own identity; nothing was written")  # fmt: skip
     patches_dir.mkdir(parents=True, exist_ok=True)
-    for leftover in patches_dir.glob(f"{EXPORT_STAGING}*"):  # a killed export's: the series lock is held
-        shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in cut_short(patches_dir):  # a killed export's: the series lock is held
+        shutil.rmtree(leftover)
     with tempfile.TemporaryDirectory(prefix=EXPORT_STAGING, dir=patches_dir) as made:
         staging = Path(made)
         source, commits = (repo, f"{_commit(repo, base)}..{_commit(repo, branch)}")  # read once: a branch may move
@@ -100,7 +100,8 @@ def export_series(
         git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits, cwd=source)
         stage("export-staged")
         names = sorted(p.name for p in staging.glob("*.patch"))
-        _refuse_what_am_reads_otherwise(source, commits, staging, names, rebase)
+        given = "{} <{}>".format(*parse_identity(author)) if author else None  # as written, not as git stored it
+        _refuse_what_am_reads_otherwise(source, commits, staging, names, rebase, given)
         committed = read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
         dropped = [] if drop_lacking else dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])
         if dropped:
@@ -162,10 +163,9 @@ def _refuse_losing(folder: Path, lost: list[str]) -> None:  # files of a person'
     steps = [*init, *add, ("commit", "-q", "-m", "My series changes", "--", ".")]
     commit = " && ".join(shell("git", "-C", folder, *step) for step in steps)
     more = f" (and {len(lost) - 1} more: {', '.join(lost[1:4])})" if len(lost) > 1 else ""
-    raise SeriesError(
-        f"export would overwrite or remove {folder / lost[0]}{more}, changes of yours that git does not hold (a "
-        f"patch of yours, a hand edit?); commit them (`{commit}`) and re-run; nothing was written"
-    )
+    raise SeriesError(f"export would overwrite or remove {folder / lost[0]}{more}, changes of yours "
+                      "that git does not hold (a patch of yours, a hand edit?); commit them "
+                      f"(`{commit}`) and re-run; nothing was written")  # fmt: skip
 
 
 def _switch(folder: Path, staging: Path, written: list[str], removed: list[str]) -> None:
@@ -237,10 +237,9 @@ def _refuse_work_outside(worktree: Path, exported: Path, branch: str, label: str
     """Refuse uncommitted changes, commits on top of ``branch`` and, in the tree exported, forked off it."""
     if dirty := uncommitted_files(worktree, user_config=True):  # what the person's own gitignore hides is not work
         shown = ", ".join(dirty[:3]) + (", ..." if len(dirty) > 3 else "")
-        raise SeriesError(
-            f"{worktree} has uncommitted changes ({shown}), which export would leave out; commit them on {label} (git "
-            f"commit, or git commit --fixup and git rebase -i --autosquash {base_label}) or stash them, then export"
-        )
+        raise SeriesError(f"{worktree} has uncommitted changes ({shown}), which export would leave out; "
+                          f"commit them on {label} (git commit, or git commit --fixup and git rebase -i "
+                          f"--autosquash {base_label}) or stash them, then export")  # fmt: skip
     head = _head(worktree)
     if head == branch or not (beyond := out("rev-list", f"{branch}..HEAD", cwd=worktree).split()):
         return
@@ -260,11 +259,9 @@ def _refuse_work_outside(worktree: Path, exported: Path, branch: str, label: str
         )
     at = next((w for w in worktrees(worktree) if _head(w) == branch), None)  # git moves it there by a merge
     move = ("-C", at, "merge", "-q", "--ff-only", beyond[0]) if at else ("-C", worktree, "branch", "-f", label, "HEAD")
-    prune = "" if at else f"{shell('git', '-C', worktree, 'worktree', 'prune')} && "  # a gone worktree's holds it
-    raise SeriesError(
-        f"{worktree} has {len(beyond)} commit(s) on {where}, on top of {label}, which export would leave out; put "
-        f"them on {label} ({prune}{shell('git', *move)}) and export again, or export that branch (--branch NAME)"
-    )
+    raise SeriesError(f"{worktree} has {len(beyond)} commit(s) on {where}, on top of {label}, which "
+                      f"export would leave out; put them on {label} ({shell('git', *move)}) and export "
+                      "again, or export that branch (--branch NAME)")  # fmt: skip
 
 
 def _onto_series(repo: Path, base: str, branch: str) -> str:  # ``branch`` rebased onto the moved base, where it is
@@ -274,7 +271,7 @@ def _onto_series(repo: Path, base: str, branch: str) -> str:  # ``branch`` rebas
     moves = [(at, "checkout", "-q", branch)] if at == repo else []  # off base, if that is checked out here
     if (on_base := heads.get("refs/heads/base")) is not None and not (moves and on_base == repo):
         moves.append((on_base, "checkout", "-q", "--detach"))  # git moves no branch checked out
-    steps = [(repo, "worktree", "prune"), *moves, (at, "rebase", "-q", "base"), (repo, "branch", "-f", "base", base)]
+    steps = [*moves, (at, "rebase", "-q", "base"), (repo, "branch", "-f", "base", base)]
     return " && ".join(shell("git", "-C", *step) for step in steps)
 
 
@@ -286,34 +283,34 @@ def _head(worktree: Path) -> str:  # the branch checked out there, "" for a deta
     return git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
 
 
-def _refuse_what_am_cannot_apply(repo: Path, commits: str, rebase: str) -> None:  # a patch with no diff
-    for commit in out("rev-list", "--reverse", commits, cwd=repo).split():
-        if git("diff-tree", "--quiet", "-r", commit, cwd=repo, check=False).returncode == 0:
-            raise SeriesError(f"commit {commit[:12]} ({out('log', '-1', '--format=%s', commit, cwd=repo)}) changes no "
-                              "file: its patch would have no diff, which `git am` cannot apply; drop it "
-                              f"({rebase}, `drop`); nothing was written")  # fmt: skip
-
-
-def _refuse_what_am_reads_otherwise(source: Path, commits: str, staging: Path, names: list[str], rebase: str) -> None:
-    """Refuse a patch from which ``git am`` (its mailinfo) would not make its commit's author and message again."""
+def _refuse_what_am_reads_otherwise(source: Path, commits: str, staging: Path, names: list[str], rebase: str,
+                                    author: str | None) -> None:  # fmt: skip
+    """Refuse a patch from which ``git am`` (mailsplit, mailinfo, stripspace) would not make its commit again."""
     for commit, name in zip(out("rev-list", "--reverse", commits, cwd=source).split(), names, strict=True):
-        author, _, message = git("log", "-1", "--format=%an <%ae>%n%B", commit, cwd=source).stdout.partition("\n")
-        first, _, body = message.partition("\n\n")
-        mail = (staging / name).read_text(errors=ENCODING_ERRORS)
+        made, _, raw = git("log", "-1", "--format=format:%an <%ae>%n%B", commit, cwd=source).stdout.partition("\n")
+        if not (staging / name).stat().st_size:  # format-patch writes nothing for it
+            raise SeriesError(f"commit {commit[:12]} ({raw.partition(chr(10))[0]}) changes no file: git "
+                              f"am cannot apply its patch, which has no diff; drop it ({rebase}, "
+                              "`drop`); nothing was written")  # fmt: skip
+        (mails := staging / "mails" / name).mkdir(parents=True)  # a line "From <word> <date>" starts a new mail
+        count = out("mailsplit", f"-o{mails}", staging / name, cwd=source)
+        mail = (mails / "0001").read_text(errors=ENCODING_ERRORS)
         info = git("mailinfo", staging / "mailinfo", os.devnull, cwd=source, stdin=mail).stdout.splitlines()
         fields = dict(line.split(": ", 1) for line in info if ": " in line)
-        read = {"author": f"{fields.get('Author')} <{fields.get('Email')}>", "subject": fields.get("Subject", ""),
-                "message": (staging / "mailinfo").read_text(errors=ENCODING_ERRORS).strip()}  # fmt: skip
-        made = {"author": author, "subject": first.strip(), "message": body.strip()}  # a subject of one line
-        if differ := [key for key in read if read[key] != made[key]] or ["subject"] * (not made["subject"]):
-            fix = f"reword it ({rebase}, `reword`), e.g. indent that line"
+        body = (staging / "mailinfo").read_text(errors=ENCODING_ERRORS)
+        message = git("stripspace", cwd=source, stdin=f"{fields.get('Subject', '')}\n\n{body}").stdout
+        read = {"author": f"{fields.get('Author')} <{fields.get('Email')}>", "subject": message.partition("\n")[0],
+                "message": message.partition("\n")[2] + "\n" * (count != "1")}  # fmt: skip
+        wrote = {"author": author or made, "subject": raw.partition("\n")[0], "message": raw.partition("\n")[2]}
+        if differ := [key for key in read if read[key] != wrote[key]] or ["subject"] * (not raw.strip()):
+            fix = f"reword it ({rebase}, `reword`), e.g. indent such a line, or drop a subject's [tag]"
             if differ == ["author"]:  # a name mailinfo cuts (quotes): the commit's, --author's or PATCHSERIES_AUTHOR's
                 fix = f"use an author `git am` reads back as written (--author or {AUTHOR_ENV}, or amend the commit's)"
             raise SeriesError(
-                f"commit {commit[:12]} ({made['subject']}): `git am` would read its patch's {' and '.join(differ)} "
-                f"otherwise ({read[differ[0]][:60]!r}: it drops a subject's leading [tag] or Re:, joins its lines, "
-                "folds its spaces, takes From:/Date: lines that start a message as headers, ends a message at ---); "
-                f"{fix}; nothing was written"
+                f"commit {commit[:12]} ({wrote['subject']}): `git am` would read its patch's {' and '.join(differ)} "
+                f"otherwise ({read[differ[0]][:60]!r}: it drops a subject's leading [tag], Re: or spaces, joins its "
+                "lines, folds spaces and blank lines, takes From:/Date: lines that start a message as headers, ends a "
+                f"message at --- and a mail at a line 'From <word> <date>'); {fix}; nothing was written"
             )
 
 
@@ -343,12 +340,10 @@ def _authored(repo: Path, base: str, branch: str, author: str, scratch: Path) ->
     commits = out("rev-list", "--reverse", f"{base}..{branch}", cwd=repo).split()
     start = parent = out("rev-parse", f"{commits[0]}^", cwd=repo)
     for commit in commits:
-        message = git("cat-file", "commit", commit, cwd=repo).stdout.split("\n\n", 1)[1]
-        date, _, coding = out("log", "-1", "--format=%ad%n%e", "--date=raw", commit, cwd=repo).partition("\n")
+        message = git("log", "-1", "--format=format:%B", commit, cwd=repo).stdout  # in UTF-8, as the name
+        date, tree = out("log", "-1", "--format=%ad", "--date=raw", commit, cwd=repo), f"{commit}^{{tree}}"
         identity = {**TOOL_IDENTITY, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date}
-        tree, keep = out("rev-parse", f"{commit}^{{tree}}", cwd=repo), f"i18n.commitEncoding={coding or 'UTF-8'}"
-        parent = git("-c", keep, "commit-tree", tree, "-p", parent, cwd=scratch, env=identity, stdin=message).stdout
-        parent = parent.strip()
+        parent = git("commit-tree", tree, "-p", parent, cwd=scratch, env=identity, stdin=message).stdout.strip()
     return scratch, f"{start}..{parent}"
 
 

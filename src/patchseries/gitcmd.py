@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,9 +22,10 @@ STABLE_CONFIG = (
     *("diff.noprefix=false", "diff.mnemonicPrefix=false", "diff.relative=false", "diff.renames=false"),
     *("am.threeWay=false", "am.keepcr=false", "am.messageId=false", "mailinfo.scissors=false"),
     *("init.defaultBranch=main", "i18n.logOutputEncoding=UTF-8", "i18n.commitEncoding=UTF-8"),
+    *("core.attributesFile=/dev/null", "core.bigFileThreshold=512m", "log.showSignature=false"),
 )
 # the person's ~/.gitconfig and /etc/gitconfig are not read (`format.signOff`, `diff.context`), but `safe.directory`
-NEUTRAL_CONFIG = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+NEUTRAL_CONFIG = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_ATTR_NOSYSTEM": "1"}
 # the caller's GIT_* variables the tool keeps; any other (GIT_DIR, GIT_INDEX_FILE, GIT_TEMPLATE_DIR, GIT_DIFF_OPTS,
 # ...) would pick another repository or change its output
 _KEPT = (
@@ -90,7 +92,11 @@ def uncommitted_files(repo: Path, own_ignores_only: bool = False, user_config: b
 def worktrees(repo: Path) -> list[Path]:
     listing = git("worktree", "list", "--porcelain", cwd=repo, check=False).stdout
     paths = [Path(line[len("worktree ") :]) for line in listing.splitlines() if line.startswith("worktree ")]
-    return [path.resolve() for path in paths if path.exists()] or [repo.resolve()]
+    if gone := next((path for path in paths if not path.exists()), None):  # its commits, its checkout: unseen
+        prune = shlex.join(["git", "-C", str(repo), "worktree", "prune"])
+        raise SeriesError(f"{repo} has a worktree git cannot find at {gone}: if you moved it, `git worktree repair` in "
+                          f"it; if you deleted it, `{prune}`; then re-run")  # fmt: skip
+    return [path.resolve() for path in paths] or [repo.resolve()]
 
 
 def hidden_files(repo: Path) -> list[str]:

@@ -62,17 +62,15 @@ def read_series(series_file: Path) -> list[Patch]:
         path = series_file.parent / name
         resolved = path.resolve()
         if directory not in resolved.parents:
-            raise SeriesError(
-                f"{series_file} line {number} names {name}, outside {directory}; list patch files of that folder only"
-            )
+            raise SeriesError(f"{series_file} line {number} names {name}, outside {directory}; list "
+                              "patch files of that folder only")  # fmt: skip
         if resolved in seen:
             raise SeriesError(f"{series_file} lists {name} twice (lines {seen[resolved]} and {number}); list each once")
         seen[resolved] = number
         if not path.is_file():
             what = "is not a file" if path.exists() else "does not exist"
-            raise SeriesError(
-                f"series names {name}, but {path} {what}; restore that file, or remove line {number} from {series_file}"
-            )
+            raise SeriesError(f"series names {name}, but {path} {what}; restore that file, or remove "
+                              f"line {number} from {series_file}")  # fmt: skip
         patches.append(parse_patch(path))
     if not patches:
         raise SeriesError(f"{series_file} lists no patches; list the patch file names in it, one a line")
@@ -82,14 +80,20 @@ def read_series(series_file: Path) -> list[Patch]:
 EXPORT_STAGING = ".patchseries-export-"  # export's fresh folder in the series folder; left there, a switch cut short
 
 
+def cut_short(
+    folder: Path,
+) -> list[Path]:  # export's folders left in ``folder``; a file or a link so named is a person's
+    return [path for path in folder.glob(f"{EXPORT_STAGING}*") if path.is_dir() and not path.is_symlink()]
+
+
 def snapshot_series(folder: Path, into: Path) -> list[Patch]:
     """The series of ``folder`` copied with ``base.toml`` into scratch ``into`` under its lock, once a command."""
     if not into.is_dir():
         with series_lock(folder):
-            if cut := next(folder.glob(f"{EXPORT_STAGING}*"), None):  # a live export holds the lock: a killed one's
-                raise SeriesError(
-                    f"an export into {folder} was cut short ({cut.name} is left); run it again (export or forward)"
-                )
+            if cut := next(iter(cut_short(folder)), None):  # a live export holds the lock: a killed one's
+                raise SeriesError(f"an export into {folder} was cut short ({cut.name} is left); run it again "
+                                  f"(export or forward), or, without its tree, `rm -r {shlex.quote(str(cut))}` "
+                                  f"once {folder} holds the series you want")  # fmt: skip
             patches = read_series(folder / "series")  # a broken series is refused before anything is copied
             names = {p.path: os.path.relpath(p.path.resolve(), folder.resolve()) for p in patches}  # normalised
             for source, name in [(folder / "base.toml", "base.toml"), *names.items()]:
