@@ -149,6 +149,14 @@ def test_a_workdir_that_is_a_link_loop_is_one_error_line(synthetic, tmp_path):
     assert "loop" in proc.stderr
 
 
+def test_a_series_folder_without_its_series_is_refused_not_passed_over_for_another(tmp_path):
+    (tmp_path / "project" / "patches").mkdir(parents=True)  # git mv patches/series ...: this project's series is gone
+
+    error = one_error(cli("status", cwd=tmp_path / "project"))
+
+    assert f"{tmp_path / 'project' / 'patches'}" in error
+
+
 def test_export_in_an_empty_workdir_is_one_error_line(synthetic, tmp_path):
     proc = cli("export", "--patches", str(synthetic.ws.patches), "--workdir", str(tmp_path / "empty"))
 

@@ -417,6 +417,16 @@ def test_a_cut_short_export_without_its_tree_is_cleared_by_the_printed_remedy(sy
     assert synthetic.run("apply").returncode == 0
 
 
+def test_a_refused_export_after_a_cut_short_one_leaves_the_series_marked_as_cut_short(synthetic, tmp_path):
+    _rework(synthetic.tree)
+    args = ("export", "--workdir", str(synthetic.ws.workdir))
+    assert run_signalled(synthetic, tmp_path, "export-switch:SIGKILL", *args).returncode == -9
+    commit(synthetic.tree, {CORE: "def answer():\n    return 46\n"}, "  Leading spaces")  # a commit export refuses
+
+    assert "`git am` would read its patch's subject otherwise" in one_error(synthetic.run("export"))
+    assert "was cut short" in one_error(synthetic.run("apply"))  # the half-switched series is still refused
+
+
 def test_a_persons_file_or_link_named_like_exports_staging_is_neither_refused_nor_removed(synthetic, tmp_path):
     (tmp_path / "notes").mkdir()
     (synthetic.ws.patches / ".patchseries-export-notes").symlink_to(tmp_path / "notes")

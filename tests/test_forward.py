@@ -424,6 +424,20 @@ def test_check_says_when_the_forward_folder_has_no_series(synthetic, master):
     assert synthetic.run("check", "--checkout", str(master)).returncode == 0
 
 
+@pytest.mark.parametrize("kind", ["dangling link", "file"])
+def test_check_refuses_a_forward_folder_that_is_not_a_folder(synthetic, master, tmp_path, kind):
+    forward_dir = synthetic.ws.patches / "master"
+    shutil.rmtree(forward_dir)
+    if kind == "file":
+        forward_dir.write_text("mine\n")
+    else:
+        forward_dir.symlink_to(tmp_path / "nowhere")
+
+    error = one_error(synthetic.run("check", "--checkout", str(master)))
+
+    assert str(forward_dir / "base.toml") in error
+
+
 CORE = "src/fakelib/core.py"
 
 

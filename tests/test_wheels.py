@@ -611,14 +611,26 @@ def test_a_file_the_series_adds_as_a_link_or_with_a_non_ascii_name_is_in_the_whe
     assert members["fakelib/fabric/café.py"] == b"X = 1\n"
 
 
-@pytest.mark.parametrize(("name", "target"), [("fabric_utils", "../fabric"), ("gone.py", "/nonexistent/gone.py")])
-def test_a_link_the_series_adds_to_a_folder_or_to_nothing_is_refused(release: Release, name: str, target: str):
-    (release.tree / "src" / "fakelib" / "pytorch" / name).symlink_to(target)
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [("fabric_utils", "../fabric"), ("gone.py", "/nonexistent/gone.py"), ("up.py", "../../../../outside.py"),
+     ("util.py", "{tree}/src/fakelib/fabric/util.py"), ("vendored", None)],
+)  # fmt: skip
+def test_a_path_the_series_makes_that_a_wheel_cannot_hold_as_a_file_is_refused(release: Release, name, target):
+    link = release.tree / "src" / "fakelib" / "pytorch" / name
+    if target is None:  # a submodule: a gitlink, checked out as an empty folder
+        commit_id = git(release.tree, "rev-parse", "HEAD")
+        git(release.tree, "update-index", "--add", "--cacheinfo", f"160000,{commit_id},src/fakelib/pytorch/{name}")
+        link.mkdir()
+    else:  # a link to a folder, to nothing, out of the series (a live file of the tree, or of the machine)
+        (release.tree.parent / "outside.py").write_text("X = 1\n")
+        link.unlink(missing_ok=True)
+        link.symlink_to(target.format(tree=release.tree))
     _add_commit(release, "Add a link\n\nUpstream-Status: Pending", "add", "-A")
 
     error = one_error(release.wheels())
 
-    assert f"the series makes src/fakelib/pytorch/{name} a link to a folder or to nothing" in error
+    assert f"the series makes src/fakelib/pytorch/{name} a submodule, or a link out of src/" in error
     assert not release.dist.exists()
 
 

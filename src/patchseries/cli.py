@@ -214,7 +214,7 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
         return int(_print_table(check_onto(checkout, args.onto, pin.where, patches, ws.scratch)))
     status = _drift(ws, checkout, ws.patches, pin, patches)
     forward_dir = ws.patches / FORWARD_DIR
-    if forward_dir.is_dir():  # a release series with its forward series: check both
+    if os.path.lexists(forward_dir):  # a release series with its forward series: check both
         forward_pin = load_pin(forward_dir / "base.toml")
         listed = (forward_dir / "series").is_file()  # none yet (or gone): forward writes it, as check then says
         forward_patches = snapshot_series(forward_dir, ws.scratch / "series-master") if listed else []

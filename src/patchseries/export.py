@@ -90,8 +90,6 @@ def export_series(
         raise SeriesError(f"patches would have the placeholder author {placeholder}; pass --author 'Name <email>' (or "
                           f"set {AUTHOR_ENV}), or commit with your own identity; nothing was written")  # fmt: skip
     patches_dir.mkdir(parents=True, exist_ok=True)
-    for leftover in cut_short(patches_dir):  # a killed export's: the series lock is held
-        shutil.rmtree(leftover)
     with tempfile.TemporaryDirectory(prefix=EXPORT_STAGING, dir=patches_dir) as made:
         staging = Path(made)
         source, commits = (repo, f"{_commit(repo, base)}..{_commit(repo, branch)}")  # read once: a branch may move
@@ -100,8 +98,8 @@ def export_series(
         git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits, cwd=source)
         stage("export-staged")
         names = sorted(p.name for p in staging.glob("*.patch"))
-        given = "{} <{}>".format(*parse_identity(author)) if author else None  # as written, not as git stored it
-        _refuse_what_am_reads_otherwise(source, commits, staging, names, rebase, given)
+        given = "{} <{}>".format(*parse_identity(author)) if author else ""  # as written, not as git stored it
+        _refuse_am_misreads(source, commits, staging, names, rebase, given)
         committed = read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
         dropped = [] if drop_lacking else dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])
         if dropped:
@@ -121,6 +119,8 @@ def export_series(
         ids = {patch_id_of_file(staging / name) for name in names} if gone else set()
         lacking = [name for name in gone if patch_id_of_file(patches_dir / name) not in ids]
         _switch(patches_dir, staging, [*written, RECORD], removed)
+    for leftover in cut_short(patches_dir):  # a killed export's, once the series is whole again (the lock is held)
+        shutil.rmtree(leftover)
     if lacking:
         restore = shell("git", "-C", patches_dir, "checkout", "HEAD", "--", *sorted({*written, *removed} & {*in_git}))
         log(f"note: removed {', '.join(lacking)}, committed in {patches_dir} but not on {label} (a tree older than "
@@ -283,8 +283,7 @@ def _head(worktree: Path) -> str:  # the branch checked out there, "" for a deta
     return git("symbolic-ref", "--quiet", "HEAD", cwd=worktree, check=False).stdout.strip()
 
 
-def _refuse_what_am_reads_otherwise(source: Path, commits: str, staging: Path, names: list[str], rebase: str,
-                                    author: str | None) -> None:  # fmt: skip
+def _refuse_am_misreads(source: Path, commits: str, staging: Path, names: list[str], rebase: str, author: str) -> None:
     """Refuse a patch from which ``git am`` (mailsplit, mailinfo, stripspace) would not make its commit again."""
     for commit, name in zip(out("rev-list", "--reverse", commits, cwd=source).split(), names, strict=True):
         made, _, raw = git("log", "-1", "--format=format:%an <%ae>%n%B", commit, cwd=source).stdout.partition("\n")

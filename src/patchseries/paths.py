@@ -39,10 +39,10 @@ def name_option(value: str) -> str:
 
 
 def project_root() -> Path | None:
-    """The nearest of the current directory and its parents with a series, else this package's checkout."""
+    """The nearest of the current directory and its parents with a series folder, else this package's checkout."""
     here = Path.cwd().resolve()
-    roots = (here, *here.parents, PROJECT_ROOT)
-    return next((root for root in roots if (root / SERIES_DIR / "series").is_file()), None)
+    roots = (here, *here.parents, PROJECT_ROOT)  # a folder whose series is gone is refused, not passed over
+    return next((root for root in roots if (root / SERIES_DIR).is_dir()), None)
 
 
 class _Under:  # a path of a Workspace: <its attribute>/<name>

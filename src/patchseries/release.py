@@ -205,9 +205,10 @@ def _mirror(release: Path, series: Path, changed: list[str], sdist: Path, mappin
             raise SeriesError(f"{name} is not the release's mirror: its {target} is not the release's "
                               f"{path} mapped as Lightning's .actions/assistant.py does; check its url and sha256 in "
                               "the pin")  # fmt: skip
-        if now is None and (series / path).is_symlink():  # copied file by file, a wheel would lack what it links
-            raise SeriesError(f"the series makes {path} a link to a folder or to nothing, which the wheels would leave "
-                              "out; link a file, or add the folder's files; nothing was written to dist/")  # fmt: skip
+        real = (link := series / path).resolve()  # a file of src/ in the series, or none: the series deletes it
+        if os.path.lexists(link) and not (real.is_file() and real.is_relative_to(series.resolve() / "src")):
+            raise SeriesError(f"the series makes {path} a submodule, or a link out of src/, to a folder or to "
+                              "nothing, which a wheel would lack or take from elsewhere; make it a file")  # fmt: skip
         file.unlink(missing_ok=True)
         if now is not None:
             file.parent.mkdir(parents=True, exist_ok=True)

@@ -91,9 +91,10 @@ def snapshot_series(folder: Path, into: Path) -> list[Patch]:
     if not into.is_dir():
         with series_lock(folder):
             if cut := next(iter(cut_short(folder)), None):  # a live export holds the lock: a killed one's
-                raise SeriesError(f"an export into {folder} was cut short ({cut.name} is left); run it again "
-                                  f"(export or forward), or, without its tree, `rm -r {shlex.quote(str(cut))}` "
-                                  f"once {folder} holds the series you want")  # fmt: skip
+                rm, status = shlex.join(["rm", "-r", str(cut)]), shlex.join(["git", "-C", str(folder), "status"])
+                raise SeriesError(f"an export into {folder} was cut short ({cut.name} is left; its series may be half "
+                                  f"switched): run it again (export or forward), or, without its tree, `{rm}` once "
+                                  f"`{status}` shows the series you want")  # fmt: skip
             patches = read_series(folder / "series")  # a broken series is refused before anything is copied
             names = {p.path: os.path.relpath(p.path.resolve(), folder.resolve()) for p in patches}  # normalised
             for source, name in [(folder / "base.toml", "base.toml"), *names.items()]:
