@@ -741,6 +741,35 @@ def test_export_refuses_a_commit_that_git_am_would_read_otherwise_from_its_patch
     assert files_of(synthetic.ws.patches) == before
 
 
+@pytest.mark.parametrize(
+    ("message", "encoding"),
+    [(b"Guard the toggle\r\n\r\nBody.\r\n", "UTF-8"), (b"Guard caf\xe9\n\nBody caf\xe9.\n", "cp-1252")],
+)  # CRs git am drops; an encoding iconv does not know, whose bytes git am's commit takes as Latin-1
+def test_a_message_git_am_would_commit_as_other_bytes_is_refused(synthetic, message, encoding):
+    (synthetic.tree / CORE).write_text("def answer():\n    return 46\n")
+    git(synthetic.tree, "add", CORE)
+    command = ["git", "-c", f"i18n.commitEncoding={encoding}", "commit", "-q", "--cleanup=verbatim", "-F", "-"]
+    subprocess.run(command, cwd=synthetic.tree, input=message, check=True)
+
+    assert "`git am` would read its patch's subject and message otherwise" in one_error(synthetic.run("export"))
+
+
+def test_a_cr_inside_a_message_line_is_kept_under_another_author(synthetic):
+    (synthetic.tree / CORE).write_text("def answer():\n    return 46\n")
+    git(synthetic.tree, "commit", "-qam", "Guard the toggle\n\nEpoch 0:  50%\rEpoch 0: 100%")  # a pasted progress bar
+
+    assert synthetic.run("export", "--author", "Bob Example <bob@example.com>").returncode == 0
+    assert b"Epoch 0:  50%\rEpoch 0: 100%" in sorted(synthetic.ws.patches.glob("*.patch"))[-1].read_bytes()
+    assert synthetic.run("check").returncode == 0
+
+
+def test_a_mode_change_the_trees_own_settings_ignore_is_not_called_uncommitted(synthetic):
+    git(synthetic.tree, "config", "core.fileMode", "false")  # as on a shared drive: git status shows nothing
+    (synthetic.tree / CORE).chmod(0o755)
+
+    assert synthetic.run("export").returncode == 0
+
+
 def test_an_author_git_am_reads_otherwise_is_refused_and_another_author_exports(synthetic):
     (synthetic.tree / CORE).write_text("def answer():\n    return 46\n")
     git(synthetic.tree, "-c", 'user.name=Jürgen "JD" Doe', "commit", "-qam", "Quote the author")

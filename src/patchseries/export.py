@@ -288,16 +288,16 @@ def _refuse_am_misreads(source: Path, commits: str, staging: Path, names: list[s
     for commit, name in zip(out("rev-list", "--reverse", commits, cwd=source).split(), names, strict=True):
         made, _, raw = git("log", "-1", "--format=format:%an <%ae>%n%B", commit, cwd=source).stdout.partition("\n")
         if not (staging / name).stat().st_size:  # format-patch writes nothing for it
-            raise SeriesError(f"commit {commit[:12]} ({raw.partition(chr(10))[0]}) changes no file: git "
-                              f"am cannot apply its patch, which has no diff; drop it ({rebase}, "
-                              "`drop`); nothing was written")  # fmt: skip
+            raise SeriesError(f"commit {commit[:12]} ({raw.partition(chr(10))[0]}) changes no file: git am cannot "
+                              f"apply its patch, which has no diff; drop it ({rebase}, `drop`)")  # fmt: skip
         (mails := staging / "mails" / name).mkdir(parents=True)  # a line "From <word> <date>" starts a new mail
         count = out("mailsplit", f"-o{mails}", staging / name, cwd=source)
-        mail = (mails / "0001").read_text(errors=ENCODING_ERRORS)
+        mail = (mails / "0001").read_bytes().decode(errors=ENCODING_ERRORS)  # as is: CRs too
         info = git("mailinfo", staging / "mailinfo", os.devnull, cwd=source, stdin=mail).stdout.splitlines()
         fields = dict(line.split(": ", 1) for line in info if ": " in line)
-        body = (staging / "mailinfo").read_text(errors=ENCODING_ERRORS)
+        body = (staging / "mailinfo").read_bytes().decode(errors=ENCODING_ERRORS)
         message = git("stripspace", cwd=source, stdin=f"{fields.get('Subject', '')}\n\n{body}").stdout
+        message = message.encode(errors=ENCODING_ERRORS).decode(errors="replace")  # git commits no other bytes as such
         read = {"author": f"{fields.get('Author')} <{fields.get('Email')}>", "subject": message.partition("\n")[0],
                 "message": message.partition("\n")[2] + "\n" * (count != "1")}  # fmt: skip
         wrote = {"author": author or made, "subject": raw.partition("\n")[0], "message": raw.partition("\n")[2]}

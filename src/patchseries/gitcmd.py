@@ -42,8 +42,8 @@ def git(
     stdin: str | None = None,
     user_config: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``git`` with stable configuration (``user_config``: the person's too: a proxy); raise git's cause."""
-    settings = [word for item in (*STABLE_CONFIG, *_safe_directories()) for word in ("-c", item)]
+    """Run ``git`` with stable configuration (``user_config``: the person's, as their git: a proxy); raise its cause."""
+    settings = [word for s in (*(() if user_config else STABLE_CONFIG), *_safe_directories()) for word in ("-c", s)]
     command = ["git", *settings, *(str(a) for a in args)]
     full_env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_") or key.startswith(_KEPT)}
     full_env.update({} if user_config else NEUTRAL_CONFIG)
@@ -52,9 +52,10 @@ def git(
     if cwd is not None:
         # a tree whose `.git` is broken must not make git find the repository around it (the project's checkout)
         full_env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
-    proc = subprocess.run(
-        command, cwd=cwd, env=full_env, input=stdin, capture_output=True, text=True, errors=ENCODING_ERRORS, check=False
-    )
+    data = None if stdin is None else stdin.encode(errors=ENCODING_ERRORS)  # bytes both ways, no universal newlines:
+    done = subprocess.run(command, cwd=cwd, env=full_env, input=data, capture_output=True, check=False)  # a CR is kept
+    text = [stream.decode(errors=ENCODING_ERRORS) for stream in (done.stdout, done.stderr)]
+    proc = subprocess.CompletedProcess(command, done.returncode, *text)
     if check and proc.returncode != 0:
         raise SeriesError(f"git {_short(args)} failed: {failure_cause(proc)}")
     return proc

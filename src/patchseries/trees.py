@@ -134,9 +134,8 @@ def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path,
         return checkout, head, head != wanted
     if pin.commit:  # a series against an upstream commit: that commit of the clone, wherever HEAD is
         if not has_path(checkout, "", pin.commit):
-            raise SeriesError(f"--checkout {checkout} does not have the pinned commit "
-                              f"{pin.commit[:12]}; {fetch_advice(checkout)}, or pass --force-base to "
-                              "use the clone's HEAD")  # fmt: skip
+            raise SeriesError(f"--checkout {checkout} does not have the pinned commit {pin.commit[:12]}; "
+                              f"{fetch_advice(checkout)}, or pass --force-base to use the clone's HEAD")  # fmt: skip
         return checkout, pin.commit, False
     if head != wanted:
         where = f"tag {pin.tag} is {wanted[:12]}" if wanted else f"it has no tag {pin.tag}"
