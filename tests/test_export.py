@@ -427,6 +427,19 @@ def test_a_refused_export_after_a_cut_short_one_leaves_the_series_marked_as_cut_
     assert "was cut short" in one_error(synthetic.run("apply"))  # the half-switched series is still refused
 
 
+def test_check_sees_a_cr_added_to_one_line_of_a_patch(synthetic):
+    patch = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    lines = patch.read_bytes().split(b"\n")
+    subject = next(i for i, line in enumerate(lines) if line.startswith(b"Subject:"))
+    lines[subject] += b"\r"  # not a CRLF file (its From line has none): a byte export does not write
+    patch.write_bytes(b"\n".join(lines))
+
+    check = synthetic.run("check")
+
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert f"drift: {patch.name} differs from a fresh export" in check.stdout
+
+
 def test_a_persons_file_or_link_named_like_exports_staging_is_neither_refused_nor_removed(synthetic, tmp_path):
     (tmp_path / "notes").mkdir()
     (synthetic.ws.patches / ".patchseries-export-notes").symlink_to(tmp_path / "notes")
@@ -752,6 +765,22 @@ def test_a_message_git_am_would_commit_as_other_bytes_is_refused(synthetic, mess
     subprocess.run(command, cwd=synthetic.tree, input=message, check=True)
 
     assert "`git am` would read its patch's subject and message otherwise" in one_error(synthetic.run("export"))
+
+
+@pytest.mark.parametrize(
+    "message", [b"Squash-merged\n\nBody without a final newline", b"Guard the toggle\xe2\x80\xa8twice\n\nBody.\n"]
+)  # as GitHub's squash merges write it; a U+2028 in the subject (no line break for git)
+def test_a_message_git_am_gives_back_as_it_is_is_exported(synthetic, message):
+    (synthetic.tree / CORE).write_text("def answer():\n    return 46\n")
+    git(synthetic.tree, "add", CORE)
+    subprocess.run(
+        ["git", "commit", "-q", "--cleanup=verbatim", "-F", "-"], cwd=synthetic.tree, input=message, check=True
+    )
+
+    exported = synthetic.run("export")
+
+    assert exported.returncode == 0, exported.stderr
+    assert synthetic.run("check").returncode == 0
 
 
 def test_a_cr_inside_a_message_line_is_kept_under_another_author(synthetic):

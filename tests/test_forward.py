@@ -135,6 +135,10 @@ def test_forward_message_drops_dep3_trailers_and_keeps_the_rest():
     mixed = "Fix it\n\nBody.\n\nOrigin: upstream, abc\nForwarded: no\nBug-Debian: 1\nSigned-off-by: A <a@example.com>\n"
 
     assert forward_message(message) == "Fix it\n\nBody.\n"
+    assert (
+        forward_message("Fix it\n\nBody.\n\nStatus: 3 pass\rBug: flaky\n")
+        == "Fix it\n\nBody.\n\nStatus: 3 pass\rBug: flaky\n"
+    )
     assert forward_message(mixed) == "Fix it\n\nBody.\n\nSigned-off-by: A <a@example.com>\n"
     # a last paragraph that is not a trailer block is body text, kept as it is
     assert (
@@ -285,6 +289,34 @@ def test_a_missing_heading_is_added_in_keep_a_changelog_order(tmp_path):
         "## [unreleased]\n\n### Added\n\n- Added x\n\n### Changed\n\n- Changed z\n\n"
         "### Fixed\n\n- Fixed y\n\n## [1.0]\n"
     )
+
+
+@pytest.mark.parametrize(
+    "line", ["- Fixed a\u2028b", "- Fixed a\rb", "- Fixed a"]
+)  # U+2028 or a lone CR in upstream's line: no line break; the last: a file without a final newline
+def test_an_entry_changes_only_the_lines_it_adds(tmp_path, line):
+    text = f"## [unreleased]\n\n### Fixed\n\n{line}\n\n---\n\n## [1.0]\n\n- Fixed the release"
+    path = tmp_path / "CHANGELOG.md"
+    path.write_bytes(text.encode())
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed b\u2028c")
+
+    assert path.read_bytes().decode() == text.replace(f"{line}\n", f"{line}\n\n- Fixed b\u2028c\n")
+
+
+def test_forward_carries_an_entry_with_a_cr_and_the_entries_after_it(synthetic, master):
+    changelog = (synthetic.tree / "src/fakelib/CHANGELOG.md").read_bytes().decode()
+    more = "- Fixed the version\n\n- Fixed the bar: 50%\rdone\n\n- Fixed a second thing\n"
+    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": changelog.replace("- Fixed the version\n", more)},
+           "Fix two things\n\nUpstream-Status: Pending")  # fmt: skip
+    from patchseries.export import export_series
+
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+    forwarded = next((synthetic.ws.patches / "master").glob("*-Fix-two-things.patch")).read_bytes()
+    assert b"+- Fixed the bar: 50%\rdone\n" in forwarded
+    assert b"+- Fixed a second thing\n" in forwarded
 
 
 def test_a_target_without_the_changelog_or_its_unreleased_section_is_refused(tmp_path):

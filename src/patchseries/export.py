@@ -287,13 +287,14 @@ def _refuse_am_misreads(source: Path, commits: str, staging: Path, names: list[s
     """Refuse a patch from which ``git am`` (mailsplit, mailinfo, stripspace) would not make its commit again."""
     for commit, name in zip(out("rev-list", "--reverse", commits, cwd=source).split(), names, strict=True):
         made, _, raw = git("log", "-1", "--format=format:%an <%ae>%n%B", commit, cwd=source).stdout.partition("\n")
+        raw += "\n" * (not raw.endswith("\n"))  # git am ends a message with a newline: no patch differs for it
         if not (staging / name).stat().st_size:  # format-patch writes nothing for it
             raise SeriesError(f"commit {commit[:12]} ({raw.partition(chr(10))[0]}) changes no file: git am cannot "
                               f"apply its patch, which has no diff; drop it ({rebase}, `drop`)")  # fmt: skip
         (mails := staging / "mails" / name).mkdir(parents=True)  # a line "From <word> <date>" starts a new mail
         count = out("mailsplit", f"-o{mails}", staging / name, cwd=source)
         mail = (mails / "0001").read_bytes().decode(errors=ENCODING_ERRORS)  # as is: CRs too
-        info = git("mailinfo", staging / "mailinfo", os.devnull, cwd=source, stdin=mail).stdout.splitlines()
+        info = git("mailinfo", staging / "mailinfo", os.devnull, cwd=source, stdin=mail).stdout.split("\n")
         fields = dict(line.split(": ", 1) for line in info if ": " in line)
         body = (staging / "mailinfo").read_bytes().decode(errors=ENCODING_ERRORS)
         message = git("stripspace", cwd=source, stdin=f"{fields.get('Subject', '')}\n\n{body}").stdout
@@ -399,8 +400,8 @@ def _differences(
     problems = []
     for patch, new in zip(applied, fresh, strict=True):
         left_out = unchecked.get(patch.name, [])
-        old, fresh_text = (path.read_text(errors=ENCODING_ERRORS) for path in (patch.path, new))  # CRLF aside
-        if _comparable(old, left_out) != _comparable(fresh_text, left_out):
+        old, now = (path.read_bytes().decode(errors=ENCODING_ERRORS) for path in (patch.path, new))  # CRs as they are
+        if not has_crlf(patch.path) and _comparable(old, left_out) != _comparable(now, left_out):  # CRLF: said once
             problems.append(f"{patch.name} differs from a fresh export")
     series = (patches_dir / "series").read_bytes().decode()  # as it is: read_text() would turn CRLF into LF
     numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]

@@ -113,8 +113,8 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]], 
 
 def forward_message(message: str) -> str:  # its DEP-3 trailers dropped; other trailers and the body paragraphs stay
     *body, last = message.strip("\n").split("\n\n")
-    if body and all(_TRAILER.match(line) for line in last.splitlines()):  # a trailer block
-        last = "\n".join(line for line in last.splitlines() if not _DEP3.match(line))
+    if body and all(_TRAILER.match(line) for line in last.split("\n")):  # a trailer block (a CR ends no line)
+        last = "\n".join(line for line in last.split("\n") if not _DEP3.match(line))
     return "\n\n".join([*body, last] if last else body) + "\n"
 
 
@@ -124,8 +124,8 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
     if proc.returncode != 0:
         raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `{check}` first")
     found = []
-    for path, index, entry in changelog_entries(patch.path.read_text(errors=ENCODING_ERRORS)):
-        above = (repo / path).read_text(errors=ENCODING_ERRORS).splitlines()[:index]
+    for path, index, entry in changelog_entries(patch.path.read_bytes().decode(errors=ENCODING_ERRORS)):
+        above = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS).split("\n")[:index]  # a CR is no line end
         found.append((path, next((h for h in reversed(above) if h.startswith("### ")), "### Changed"), entry))
     return found
 
@@ -151,13 +151,13 @@ def changelog_entries(text: str) -> list[tuple[str, int, str]]:
 def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     """Add ``entry`` at the end of ``heading``'s list in the unreleased section; False if it is there already."""
     text = (repo / changelog).read_bytes().decode() if (repo / changelog).is_file() else ""
-    newline = "\r\n" if "\r\n" in text else "\n"  # the file's line endings: the diff is the entry alone
-    lines = text.splitlines()
+    cr = "\r" if "\r\n" in text else ""  # the file's line endings: the diff is the entry alone
+    lines = text.removesuffix("\n").split("\n")  # only "\n" ends a line (not a CR, nor U+2028); each keeps its CR
     start = next((i for i, line in enumerate(lines) if line.lower().startswith("## [unreleased]")), None)
     if start is None:
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "---"))), len(lines))
-    block = entry.splitlines()
+    block = [f"{line}{cr}" for line in entry.split("\n")]
     if block[0] in lines[start:end]:
         return False
     headings = [i for i in range(start + 1, end) if lines[i].startswith("### ")]
@@ -165,7 +165,7 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     if mine is None:  # a new heading, before the first heading that follows it in Keep a Changelog's order
         later = _HEADINGS[_HEADINGS.index(heading) + 1 :] if heading in _HEADINGS else ()
         first, stop = start, next((i for i in headings if lines[i].strip() in later), end)
-        block = [heading, "", *block]
+        block = [f"{heading}{cr}", cr, *block]
     else:
         first, stop = mine, next((i for i in headings if i > mine), end)
     texts = [i for i in range(first + 1, stop) if lines[i].strip()]
@@ -173,6 +173,6 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
         lines[texts[0] : texts[0] + 1] = block
     else:
         at = (texts[-1] if texts else first) + 1
-        lines[at:at] = ["", *block]
-    (repo / changelog).write_bytes((newline.join(lines) + newline).encode())
+        lines[at:at] = [cr, *block]
+    (repo / changelog).write_bytes(("\n".join(lines) + "\n" * text.endswith("\n")).encode())  # a last one as it was
     return True
