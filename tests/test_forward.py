@@ -133,8 +133,12 @@ def test_forward_with_a_conflict_names_the_file_and_writes_nothing(synthetic, ma
 def test_forward_message_drops_dep3_trailers_and_keeps_the_rest():
     message = "Fix it\n\nBody.\n\nUpstream-Status: Pending [not yet submitted]\nBug: https://x.invalid/1\n"
     mixed = "Fix it\n\nBody.\n\nOrigin: upstream, abc\nForwarded: no\nBug-Debian: 1\nSigned-off-by: A <a@example.com>\n"
+    folded = "Fix it\n\nBody.\n\nDescription: a fix,\n over two lines\nupstream-status: Pending\nAcked-by: B <b@x.c>\n"
 
     assert forward_message(message) == "Fix it\n\nBody.\n"
+    assert forward_message(folded) == "Fix it\n\nBody.\n\nAcked-by: B <b@x.c>\n"
+    with pytest.raises(SeriesError, match="git reads DEP-3 trailers in 'Fix it' once they go; reword it"):
+        forward_message("Fix it\n\nBug: see below\n\nUpstream-Status: Pending\n")  # the body would read as them
     assert (
         forward_message("Fix it\n\nBody.\n\nStatus: 3 pass\rBug: flaky\n")
         == "Fix it\n\nBody.\n\nStatus: 3 pass\rBug: flaky\n"
@@ -244,9 +248,20 @@ ENTRY_PATCH = (
 )
 
 
+def test_an_entry_keeps_its_lines_and_paragraphs_and_other_lines_are_named():
+    section = ENTRY_PATCH.split("@@ -5,3 +5,7 @@\n")[0] + "@@ -1,2 +1,8 @@\n"
+    added = "+- Fixed a\n+\tacross a tab\n+\n+  a second paragraph\n+\n+* Fixed b\n+-\n+and prose\n-- Fixed c\n- \n"
+
+    entries, others = changelog_entries(section + added)
+
+    assert [entry for _, _, entry in entries] == ["- Fixed a\n\tacross a tab\n\n  a second paragraph", "* Fixed b"]
+    path = "src/fakelib/CHANGELOG.md"
+    assert others == [f"adds 'and prose' in {path}", f"removes '- Fixed c' in {path}"]
+
+
 def test_an_entry_keeps_its_continuation_lines():
     # post-image line indexes: the hunk starts at line 5 (index 4); "### Fixed", "", then the entries
-    assert changelog_entries(ENTRY_PATCH) == [
+    assert changelog_entries(ENTRY_PATCH)[0] == [
         ("src/fakelib/CHANGELOG.md", 6, "- Fixed the version\n  * for wheels too"),
         ("src/fakelib/CHANGELOG.md", 9, "- Fixed the answer"),
     ]
@@ -352,6 +367,13 @@ def test_a_checkout_without_the_pinned_commit_is_refused_and_force_base_uses_hea
     assert forced.returncode == 0, forced.stderr
 
 
+def test_an_entry_on_a_line_with_a_cr_is_there_already(tmp_path):
+    path = tmp_path / "CHANGELOG.md"
+    path.write_bytes(b"## [unreleased]\r\n\n### Fixed\n\n- Fixed z\n\n## [1.0]\n")
+
+    assert not add_entry(tmp_path, path.name, "### Fixed", "- Fixed z")
+
+
 def test_a_crlf_changelog_keeps_its_line_endings(tmp_path):
     path = tmp_path / "CHANGELOG.md"
     path.write_bytes(b"## [unreleased]\r\n\r\n### Fixed\r\n\r\n-\r\n\r\n## [1.0]\r\n")
@@ -361,9 +383,14 @@ def test_a_crlf_changelog_keeps_its_line_endings(tmp_path):
     assert path.read_bytes() == b"## [unreleased]\r\n\r\n### Fixed\r\n\r\n- Fixed z\r\n\r\n## [1.0]\r\n"
 
 
-def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master):
+@pytest.mark.parametrize(
+    "status",  # the second as git cherry-pick -x and DEP-3's folded fields leave it: a trailer for git, as for DEP-3
+    ["Upstream-Status: Inappropriate", "Description: a workaround,\n until torch 9\nupstream-status:  Inappropriate"],
+)
+def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master, status):
     """A patch marked `Upstream-Status: Inappropriate [why]` (DEP-3) stays in the release series only."""
-    message = "Work around a torch bug\n\nUpstream-Status: Inappropriate [torch's bug, fixed in torch 9]\nBug: none"
+    picked = f"(cherry picked from commit {'a' * 40})"
+    message = f"Work around a torch bug\n\n{status} [torch's bug, fixed in torch 9]\nBug: none\n{picked}"
     commit(synthetic.tree, {"src/fakelib/workaround.py": "WORKAROUND = True\n"}, message)
     from patchseries.export import export_series
 
@@ -374,6 +401,24 @@ def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master
     assert re.search(r"0004-Work-around-a-torch-bug.patch +release only \(torch's bug, fixed in torch 9\)", proc.stdout)
     names = [p.name for p in read_series(synthetic.ws.patches / "master/series")]
     assert names == ["0001-Add-a-CHANGELOG-entry.patch", "0002-Fix-the-version.patch"]
+
+
+def test_forward_refuses_a_changelog_line_it_cannot_carry(synthetic, master):
+    """Forward re-places the entries a patch adds; an entry it rewords or removes would be lost on the way."""
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    reworded = changelog.read_text().replace("- Fixed the version\n", "- Fixed the version, in wheels too\n")
+    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": reworded}, "Reword an entry\n\nUpstream-Status: Pending")
+    from patchseries.export import export_series
+
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+    proc = synthetic.run("forward", "--checkout", str(master))
+
+    assert one_error(proc) == (
+        "error: 0004-Reword-an-entry.patch removes '- Fixed the version' in src/fakelib/CHANGELOG.md: forward carries "
+        "CHANGELOG entries added as `- ` items with indented lines, nothing else; write it so, or mark the patch "
+        "`Upstream-Status: Inappropriate [why]`"
+    )
+    assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]
 
 
 def test_forward_refuses_a_merge_in_progress_in_the_checkout(synthetic, master):

@@ -133,7 +133,7 @@ def test_every_changelog_entry_is_one_short_line_in_upstreams_style(patch):
     trailers = dict(RELEASE_BY_SUBJECT[patch.subject].trailers)
     if "Backport" in trailers["Upstream-Status"]:
         pytest.skip("a backport carries upstream's own entry")
-    entries = [text for _, _, text in changelog_entries(patch.path.read_text())]
+    entries = [text for _, _, text in changelog_entries(patch.path.read_text())[0]]
     for entry in entries:
         assert "\n" not in entry, f"{patch.name}: an entry of more than one line: {entry[:80]}..."
         assert len(entry) <= MAX_CHANGELOG_ENTRY, f"{patch.name}: {len(entry)} characters: {entry[:80]}..."

@@ -207,3 +207,50 @@ def test_a_patch_file_holding_two_patches_is_refused(synthetic):
 
     for command in ("status", "apply"):
         assert f"{first.name} holds 2 patches" in one_error(synthetic.run(command))
+
+
+def _mail(tmp_path, message: str):
+    """A one-file patch in git format-patch's form with ``message`` (subject, blank line, body)."""
+    subject, _, body = message.partition("\n\n")
+    path = tmp_path / "0001-work-around.patch"
+    path.write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\n"
+        f"Date: Sun, 6 Dec 2026 06:57:04 +0000\nSubject: [PATCH] {subject}\n\n{body}\n---\n"
+        " x.py | 1 +\n\ndiff --git a/x.py b/x.py\nnew file mode 100644\nindex 0000000..d00491f\n--- /dev/null\n"
+        "+++ b/x.py\n@@ -0,0 +1 @@\n+1\n-- \n2.39.5\n"
+    )
+    return parse_patch(path)
+
+
+@pytest.mark.parametrize(
+    "trailers",
+    [
+        "Upstream-Status: Inappropriate [why]\n(cherry picked from commit 0123456789012345678901234567890123456789)",
+        "Description: a workaround,\n over two lines\nUpstream-Status: Inappropriate [why]",
+        "upstream-status: Inappropriate [why]",  # DEP-3's keys are case-insensitive
+        "Upstream-Status:\tInappropriate [why]",
+        "Upstream-Status:  Inappropriate [why]\nBug-Debian2: 1",
+        "Upstream-Status: Inappropriate [why]\nBug: b\u2028c",
+    ],
+)
+def test_a_patchs_trailers_are_those_git_reads(tmp_path, trailers):
+    """`git interpret-trailers` reads them, for `status`, `forward` and the wheels' records alike."""
+    patch = _mail(tmp_path, f"Work around\n\nBody.\n\n{trailers}")
+
+    assert patch.trailer("Upstream-Status") == "Inappropriate [why]"
+
+
+@pytest.mark.parametrize(
+    ("trailers", "read"),
+    [
+        ("Upstream-Status: Inappropriate [why]\n\nSigned-off-by: A <a@example.com>", "0 of its 1"),  # not the last
+        ("Upstream-Status: Inappropriate [why]\nSee the draft issue for why.", "0 of its 1"),  # a paragraph of prose
+        ("Upstream-Status: Pending\nUpstream-Status: Inappropriate [why]", "2 of its 2"),
+    ],
+)
+def test_a_status_line_git_does_not_read_as_the_one_status_trailer_is_refused(tmp_path, trailers, read):
+    """Read as no status, such a release-only patch was forwarded to upstream."""
+    patch = _mail(tmp_path, f"Work around\n\nBody.\n\n{trailers}")
+
+    with pytest.raises(SeriesError, match=rf"git reads {read} Upstream-Status lines as a trailer; keep one"):
+        patch.trailer("Upstream-Status")

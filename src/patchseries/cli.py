@@ -352,7 +352,7 @@ def cmd_status(args: argparse.Namespace, ws: Workspace) -> int:
     for patch in read_series(ws.series_file):
         print(f"{patch.name}\n  {patch.subject}")
         for key in ("Upstream-Status", "Forwarded", "Origin", "Bug"):
-            print(f"  {key + ':':<17}{dict(patch.trailers).get(key, 'MISSING')}")
+            print(f"  {key + ':':<17}{patch.trailer(key) or 'MISSING'}")
     return 0
 
 

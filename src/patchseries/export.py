@@ -21,6 +21,7 @@ from patchseries.progress import Log, quiet
 from patchseries.series import (
     EXPORT_STAGING,
     Patch,
+    am_reads,
     crlf_problem,
     cut_short,
     dropped_hunks,
@@ -291,16 +292,10 @@ def _refuse_am_misreads(source: Path, commits: str, staging: Path, names: list[s
         if not (staging / name).stat().st_size:  # format-patch writes nothing for it
             raise SeriesError(f"commit {commit[:12]} ({raw.partition(chr(10))[0]}) changes no file: git am cannot "
                               f"apply its patch, which has no diff; drop it ({rebase}, `drop`)")  # fmt: skip
-        (mails := staging / "mails" / name).mkdir(parents=True)  # a line "From <word> <date>" starts a new mail
-        count = out("mailsplit", f"-o{mails}", staging / name, cwd=source)
-        mail = (mails / "0001").read_bytes().decode(errors=ENCODING_ERRORS)  # as is: CRs too
-        info = git("mailinfo", staging / "mailinfo", os.devnull, cwd=source, stdin=mail).stdout.split("\n")
-        fields = dict(line.split(": ", 1) for line in info if ": " in line)
-        body = (staging / "mailinfo").read_bytes().decode(errors=ENCODING_ERRORS)
-        message = git("stripspace", cwd=source, stdin=f"{fields.get('Subject', '')}\n\n{body}").stdout
+        fields, message, count = am_reads(staging / name, cwd=source)
         message = message.encode(errors=ENCODING_ERRORS).decode(errors="replace")  # git commits no other bytes as such
         read = {"author": f"{fields.get('Author')} <{fields.get('Email')}>", "subject": message.partition("\n")[0],
-                "message": message.partition("\n")[2] + "\n" * (count != "1")}  # fmt: skip
+                "message": message.partition("\n")[2] + "\n" * (count != 1)}  # fmt: skip
         wrote = {"author": author or made, "subject": raw.partition("\n")[0], "message": raw.partition("\n")[2]}
         if differ := [key for key in read if read[key] != wrote[key]] or ["subject"] * (not raw.strip()):
             fix = f"reword it ({rebase}, `reword`), e.g. indent such a line, or drop a subject's [tag]"

@@ -15,14 +15,12 @@ from patchseries.interrupts import stage
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
 from patchseries.progress import Log, quiet
-from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path
+from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path, trailers
 from patchseries.trees import failed_files, fetch_advice, refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
-_TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*): ")
 # DEP-3's fields (and Bug-Debian, ...): the release series carries them, upstream's commits do not
 DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Description")
-_DEP3 = re.compile(rf"^({'|'.join(DEP3_KEYS)}|Bug-[A-Za-z]+): ")
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -93,9 +91,8 @@ def _try(repo: Path, patch: Patch, upstream_ids: dict[str, str], *am_options: st
 
 
 def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]], ids: dict[str, str]) -> Outcome:
-    status = dict(patch.trailers).get("Upstream-Status", "")
-    if status.startswith("Inappropriate"):  # DEP-3: a release-only workaround, which upstream will not take
-        return Outcome(patch.name, "release only", status.removeprefix("Inappropriate").strip(" []"))
+    if release_only(patch):  # DEP-3: a release-only workaround, which upstream will not take; why, less "Inappropriate"
+        return Outcome(patch.name, "release only", patch.trailer("Upstream-Status")[13:].strip(" []"))
     changelogs = [f"--exclude={change.path}" for change in patch.changes if _CHANGELOG.search(change.path)]
     result = _try(repo, patch, ids, *changelogs)
     if result.status != "applies cleanly":
@@ -111,11 +108,27 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]], 
     return Outcome(patch.name, "forwarded")
 
 
-def forward_message(message: str) -> str:  # its DEP-3 trailers dropped; other trailers and the body paragraphs stay
-    *body, last = message.strip("\n").split("\n\n")
-    if body and all(_TRAILER.match(line) for line in last.split("\n")):  # a trailer block (a CR ends no line)
-        last = "\n".join(line for line in last.split("\n") if not _DEP3.match(line))
-    return "\n\n".join([*body, last] if last else body) + "\n"
+def release_only(patch: Patch) -> bool:
+    return patch.trailer("Upstream-Status").lower().startswith("inappropriate")
+
+
+def is_dep3(key: str) -> bool:
+    return key.lower() in (k.lower() for k in DEP3_KEYS) or key.lower().startswith("bug-")
+
+
+def forward_message(message: str) -> str:
+    """``message`` less its DEP-3 trailers and their continuation lines; other trailers and the body paragraphs stay."""
+    if not any(is_dep3(key) for key, _ in trailers(message)):  # git's reading: no other trailer reader
+        return message
+    *body, last = message.strip("\n").split("\n\n")  # git reads the last paragraph as trailers
+    kept, dropping = [], False
+    for line in last.split("\n"):
+        dropping = dropping if line[:1] in (" ", "\t") else is_dep3(line.partition(":")[0].strip())
+        kept += [] if dropping else [line]
+    forwarded = "\n\n".join([*body, "\n".join(kept)] if kept else body) + "\n"
+    if any(is_dep3(key) for key, _ in trailers(forwarded)):  # its paragraph before the trailers reads as trailers
+        raise SeriesError(f"git reads DEP-3 trailers in {message.partition(chr(10))[0]!r} once they go; reword it")
+    return forwarded
 
 
 def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, str, str]]:
@@ -123,29 +136,42 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
     proc = git("am", "--quiet", *keep_cr(patch.path), patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode != 0:
         raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `{check}` first")
+    if release_only(patch):  # its entries stay in the release series
+        return []
+    entries, others = changelog_entries(patch.path.read_bytes().decode(errors=ENCODING_ERRORS))
+    if others:
+        raise SeriesError(f"{patch.name} {others[0]}: forward carries CHANGELOG entries added as `- ` items with "
+                          "indented lines, nothing else; write it so, or mark the patch `Upstream-Status: "
+                          "Inappropriate [why]`")  # fmt: skip
     found = []
-    for path, index, entry in changelog_entries(patch.path.read_bytes().decode(errors=ENCODING_ERRORS)):
+    for path, index, entry in entries:
         above = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS).split("\n")[:index]  # a CR is no line end
         found.append((path, next((h for h in reversed(above) if h.startswith("### ")), "### Changed"), entry))
     return found
 
 
-def changelog_entries(text: str) -> list[tuple[str, int, str]]:
-    """``(path, index in the post-image, entry)`` per entry a patch adds to a CHANGELOG, its indented lines included."""
+def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]:
+    """``(path, index in the post-image, entry)`` per entry a patch adds to a CHANGELOG (a ``- ``, ``* `` or ``+ ``
+    item with its indented lines, blank ones between them too), and each other line it adds or removes there."""
     found: list[tuple[str, int, str]] = []
+    others: list[str] = []
     for section in file_sections(text):
         if _CHANGELOG.search(path := section_path(section)):
             for hunk in hunks(section):
-                current = None  # the entry that an added, indented line continues
+                current, blank = None, ""  # the entry that an added, indented line continues; blank lines since
                 for marker, number, line in hunk:
-                    if marker == "+" and line.startswith("- "):
-                        current = len(found)
+                    if marker == "+" and line[:2] in ("- ", "* ", "+ "):
+                        current, blank = len(found), ""
                         found.append((path, number - 1, line))
-                    elif current is not None and marker == "+" and line.startswith(" ") and line.strip():
-                        found[current] = (path, found[current][1], f"{found[current][2]}\n{line}")
-                    else:
+                    elif marker == "+" and not line.strip():
+                        blank += "\n"
+                    elif marker == "+" and current is not None and line[:1] in (" ", "\t"):
+                        found[current], blank = (path, found[current][1], f"{found[current][2]}{blank}\n{line}"), ""
+                    elif marker == " " or line.startswith("#") or line.strip() in ("", "-"):  # headings: the target's
                         current = None
-    return found
+                    else:
+                        others.append(f"{'adds' if marker == '+' else 'removes'} {line[:60]!r} in {path}")
+    return found, others
 
 
 def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
@@ -158,7 +184,7 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "---"))), len(lines))
     block = [f"{line}{cr}" for line in entry.split("\n")]
-    if block[0] in lines[start:end]:
+    if entry.split("\n")[0] in (line.removesuffix("\r") for line in lines[start:end]):
         return False
     headings = [i for i in range(start + 1, end) if lines[i].startswith("### ")]
     mine = next((i for i in headings if lines[i].strip() == heading), None)

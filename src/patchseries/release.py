@@ -219,7 +219,7 @@ def _mirror(release: Path, series: Path, changed: list[str], sdist: Path, mappin
 
 
 def _record(wheel_pin: WheelPin, package: str, package_pin: Pin, patches: list[Patch], in_package: list[str]) -> str:
-    entries = [{"name": p.name, "upstream_status": dict(p.trailers).get("Upstream-Status", ""),
+    entries = [{"name": p.name, "upstream_status": p.trailer("Upstream-Status"),
                 "in_this_package": p.name in in_package} for p in patches]  # fmt: skip
     return json.dumps({
         "project": PROJECT, "package": package, "version": wheel_pin.local_version,

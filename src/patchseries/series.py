@@ -9,19 +9,21 @@ import os
 import re
 import shlex
 import shutil
+import tempfile
 from dataclasses import dataclass
 from email.parser import HeaderParser
+from functools import cached_property
 from pathlib import Path
 
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import git, has_path
+from patchseries.gitcmd import ENCODING_ERRORS, git, has_path, out
 from patchseries.lock import series_lock
 
 _FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
 _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
-_TRAILER = re.compile(r"^([A-Z][A-Za-z-]+): (.+)$")
+_STATUS_LINE = re.compile(r"(?im)^[ \t]*upstream-status[ \t]*:")  # DEP-3 keys are case-insensitive
 _MESSAGE_START = re.compile(r"(?m)^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")  # git format-patch's first line
 FROM_HEADER = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)  # with its continuation lines
 
@@ -37,11 +39,23 @@ class Patch:
     path: Path
     subject: str
     changes: tuple[FileChange, ...]
-    trailers: tuple[tuple[str, str], ...]
 
     @property
     def name(self) -> str:
         return self.path.name
+
+    @cached_property
+    def trailers(self) -> list[tuple[str, str]]:
+        """The trailers of the message ``git am`` commits; a status line git reads as no trailer, or two, is refused."""
+        found = trailers(message := am_reads(self.path)[1])
+        statuses = [value for key, value in found if key.lower() == "upstream-status"]
+        if (lines := len(_STATUS_LINE.findall(message)), len(statuses)) not in ((0, 0), (1, 1)):
+            raise SeriesError(f"{self.name}: git reads {len(statuses)} of its {lines} Upstream-Status lines as a "
+                              "trailer; keep one, in the last paragraph, which holds trailers only")  # fmt: skip
+        return found
+
+    def trailer(self, key: str) -> str:  # the first ``key:`` trailer's value, any case, or ""
+        return next((value for name, value in self.trailers if name.lower() == key.lower()), "")
 
     @property
     def new_files(self) -> list[str]:
@@ -146,12 +160,24 @@ def parse_patch(path: Path) -> Patch:
         reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
         raise SeriesError(f"{path.name} is malformed: {reason}")
     subject = re.sub(r"^\[[^\]]*\] ", "", str(subject))  # without git's [PATCH]
-    trailers: list[tuple[str, str]] = []  # the ``Key: value`` block that ends the message, before ``---``
-    for line in reversed(lines[: lines.index("---")] if "---" in lines else []):
-        if not (match := _TRAILER.match(line)):
-            break
-        trailers.insert(0, (match.group(1), match.group(2)))
-    return Patch(path=path, subject=subject, changes=tuple(changes), trailers=tuple(trailers))
+    return Patch(path=path, subject=subject, changes=tuple(changes))
+
+
+def am_reads(path: Path, cwd: Path | None = None) -> tuple[dict[str, str], str, int]:
+    """What ``git am`` reads from a patch file: mailinfo's fields, the message it commits, the number of mails."""
+    with tempfile.TemporaryDirectory() as scratch:  # a line "From <word> <date>" starts another mail
+        count = int(out("mailsplit", f"-o{scratch}", path, cwd=cwd))
+        mail = (Path(scratch) / "0001").read_bytes().decode(errors=ENCODING_ERRORS)  # as is: CRs too
+        info = git("mailinfo", Path(scratch) / "info", os.devnull, cwd=cwd, stdin=mail).stdout.split("\n")
+        fields = dict(line.split(": ", 1) for line in info if ": " in line)
+        body = (Path(scratch) / "info").read_bytes().decode(errors=ENCODING_ERRORS)
+    return fields, git("stripspace", cwd=cwd, stdin=f"{fields.get('Subject', '')}\n\n{body}").stdout, count
+
+
+def trailers(message: str) -> list[tuple[str, str]]:
+    """``(key, value)`` of each trailer git reads in a message: its last paragraph, when git takes it as trailers."""
+    parsed = git("-c", "trailer.separators=:", "interpret-trailers", "--parse", "--no-divider", stdin=message).stdout
+    return [(key.strip(), value.strip()) for key, _, value in (line.partition(":") for line in parsed.split("\n")[:-1])]
 
 
 def without_author(patch: bytes) -> bytes:
