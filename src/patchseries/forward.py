@@ -21,6 +21,7 @@ from patchseries.trees import failed_files, fetch_advice, refuse_operation_in_pr
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 # DEP-3's fields (and Bug-Debian, ...): the release series carries them, upstream's commits do not
 DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Description")
+_DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-.+)")  # a key, any case
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -112,21 +113,17 @@ def release_only(patch: Patch) -> bool:
     return patch.trailer("Upstream-Status").lower().startswith("inappropriate")
 
 
-def is_dep3(key: str) -> bool:
-    return key.lower() in (k.lower() for k in DEP3_KEYS) or key.lower().startswith("bug-")
-
-
 def forward_message(message: str) -> str:
     """``message`` less its DEP-3 trailers and their continuation lines; other trailers and the body paragraphs stay."""
-    if not any(is_dep3(key) for key, _ in trailers(message)):  # git's reading: no other trailer reader
+    if not any(_DEP3.fullmatch(key) for key, _ in trailers(message)):  # git's reading: no other trailer reader
         return message
     *body, last = message.strip("\n").split("\n\n")  # git reads the last paragraph as trailers
     kept, dropping = [], False
     for line in last.split("\n"):
-        dropping = dropping if line[:1] in (" ", "\t") else is_dep3(line.partition(":")[0].strip())
+        dropping = dropping if line[:1] in (" ", "\t") else bool(_DEP3.fullmatch(line.partition(":")[0].strip()))
         kept += [] if dropping else [line]
     forwarded = "\n\n".join([*body, "\n".join(kept)] if kept else body) + "\n"
-    if any(is_dep3(key) for key, _ in trailers(forwarded)):  # its paragraph before the trailers reads as trailers
+    if any(_DEP3.fullmatch(key) for key, _ in trailers(forwarded)):  # the paragraph before reads as trailers
         raise SeriesError(f"git reads DEP-3 trailers in {message.partition(chr(10))[0]!r} once they go; reword it")
     return forwarded
 
