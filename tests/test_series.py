@@ -254,3 +254,13 @@ def test_a_status_line_git_does_not_read_as_the_one_status_trailer_is_refused(tm
 
     with pytest.raises(SeriesError, match=rf"git reads {read} Upstream-Status lines as a trailer; keep one"):
         patch.trailer("Upstream-Status")
+
+
+def test_a_repositorys_trailer_settings_do_not_change_a_patchs_trailers(tmp_path, monkeypatch):
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "config", "trailer.us.key", "Upstream-Status")  # git would read `us:` as `Upstream-Status:`
+    monkeypatch.chdir(tmp_path)
+
+    patch = _mail(tmp_path, "Work around\n\nBody.\n\nus: Inappropriate [why]\nBug: none")
+
+    assert patch.trailers == [("us", "Inappropriate [why]"), ("Bug", "none")]

@@ -176,7 +176,8 @@ def am_reads(path: Path, cwd: Path | None = None) -> tuple[dict[str, str], str, 
 
 def trailers(message: str) -> list[tuple[str, str]]:
     """``(key, value)`` of each trailer git reads in a message: its last paragraph, when git takes it as trailers."""
-    parsed = git("-c", "trailer.separators=:", "interpret-trailers", "--parse", "--no-divider", stdin=message).stdout
+    parse = ("-c", "trailer.separators=:", "interpret-trailers", "--parse", "--no-divider")  # no repository's trailer.*
+    parsed = git(*parse, env={"GIT_DIR": os.devnull}, stdin=message).stdout
     return [(key.strip(), value.strip()) for key, _, value in (line.partition(":") for line in parsed.split("\n")[:-1])]
 
 
