@@ -1122,3 +1122,18 @@ def test_export_from_a_tree_older_than_the_committed_series_says_what_it_removed
     reworded = synthetic.run("export")  # removes the committed 0003, whose change the branch has
     assert reworded.returncode == 0, reworded.stderr
     assert "note:" not in reworded.stdout
+
+
+def test_export_refuses_a_status_line_git_does_not_read_as_the_one_trailer(synthetic):
+    """status, forward and the wheels would refuse the patch: export refuses it first, where it can be reworded."""
+    before = files_of(synthetic.ws.patches)
+    message = "Change the answer\n\nUpstream-Status: Pending\n\nUpstream-Status: Inappropriate [release only]"
+    commit(synthetic.tree, {CORE: "def answer():\n    return 43\n"}, message)
+
+    proc = synthetic.run("export", "--tree", str(synthetic.tree))
+
+    assert one_error(proc).endswith(
+        "(Change the answer): git reads 1 of its 2 Upstream-Status lines as a trailer; keep one, in the last "
+        "paragraph, which holds trailers only"
+    )
+    assert files_of(synthetic.ws.patches) == before

@@ -403,6 +403,23 @@ def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master
     assert names == ["0001-Add-a-CHANGELOG-entry.patch", "0002-Fix-the-version.patch"]
 
 
+@pytest.mark.parametrize("key", ["Upstream Status", "Upstream\u2011Status"])  # a typo, a look-alike hyphen
+def test_forward_refuses_a_patch_whose_status_git_does_not_read(synthetic, master, key):
+    """Without a status forward cannot tell a release-only patch: it would carry it to upstream."""
+    message = f"Work around a torch bug\n\n{key}: Inappropriate [torch's bug]\nBug: none"
+    commit(synthetic.tree, {"src/fakelib/workaround.py": "WORKAROUND = True\n"}, message)
+    from patchseries.export import export_series
+
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+    proc = synthetic.run("forward", "--checkout", str(master))
+
+    assert one_error(proc) == (
+        "error: 0004-Work-around-a-torch-bug.patch has no Upstream-Status trailer git reads, by which forward carries "
+        "it or not; add one (`Pending`, `Inappropriate [why]`, ...) to its last paragraph"
+    )
+    assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]
+
+
 def test_forward_refuses_a_changelog_line_it_cannot_carry(synthetic, master):
     """Forward re-places the entries a patch adds; an entry it rewords or removes would be lost on the way."""
     changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"

@@ -264,3 +264,16 @@ def test_a_repositorys_trailer_settings_do_not_change_a_patchs_trailers(tmp_path
     patch = _mail(tmp_path, "Work around\n\nBody.\n\nus: Inappropriate [why]\nBug: none")
 
     assert patch.trailers == [("us", "Inappropriate [why]"), ("Bug", "none")]
+
+
+def test_a_subject_that_starts_like_a_status_is_no_status_line(tmp_path):
+    patch = _mail(tmp_path, "Upstream-Status: keep the pin\n\nBody.\n\nUpstream-Status: Pending")
+
+    assert patch.trailer("Upstream-Status") == "Pending"
+
+
+def test_a_patch_file_without_its_from_line_is_read_as_git_am_reads_it(tmp_path):
+    path = _mail(tmp_path, "Work around\n\nBody.\n\nUpstream-Status: Pending").path
+    path.write_text(path.read_text().split("\n", 1)[1])
+
+    assert parse_patch(path).trailer("Upstream-Status") == "Pending"

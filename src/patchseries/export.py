@@ -30,6 +30,7 @@ from patchseries.series import (
     listed_names,
     read_series,
     section_path,
+    trailers,
 )
 from patchseries.trees import BASE_REF, BaseRecord, fetch_advice, refuse_operation_in_progress
 
@@ -292,7 +293,7 @@ def _refuse_am_misreads(source: Path, commits: str, staging: Path, names: list[s
         if not (staging / name).stat().st_size:  # format-patch writes nothing for it
             raise SeriesError(f"commit {commit[:12]} ({raw.partition(chr(10))[0]}) changes no file: git am cannot "
                               f"apply its patch, which has no diff; drop it ({rebase}, `drop`)")  # fmt: skip
-        fields, message, count = am_reads(staging / name, cwd=source)
+        fields, message, count = am_reads(staging / name, cwd=source, within=staging)
         message = message.encode(errors=ENCODING_ERRORS).decode(errors="replace")  # git commits no other bytes as such
         read = {"author": f"{fields.get('Author')} <{fields.get('Email')}>", "subject": message.partition("\n")[0],
                 "message": message.partition("\n")[2] + "\n" * (count != 1)}  # fmt: skip
@@ -305,8 +306,10 @@ def _refuse_am_misreads(source: Path, commits: str, staging: Path, names: list[s
                 f"commit {commit[:12]} ({wrote['subject']}): `git am` would read its patch's {' and '.join(differ)} "
                 f"otherwise ({read[differ[0]][:60]!r}: it drops a subject's leading [tag], Re: or spaces, joins its "
                 "lines, folds spaces and blank lines, takes From:/Date: lines that start a message as headers, ends a "
-                f"message at --- and a mail at a line 'From <word> <date>'); {fix}; nothing was written"
+                f"message at a line ---, diff - or Index: and a mail at 'From <word> <date>'); {fix}; nothing was "
+                "written"
             )
+        trailers(message, f"commit {commit[:12]} ({wrote['subject']})")  # as status, forward and wheels read them
 
 
 def is_placeholder(identity: str) -> bool:  # whether an address is in the reserved .invalid domain (series@invalid)

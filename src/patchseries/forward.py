@@ -109,8 +109,11 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]], 
     return Outcome(patch.name, "forwarded")
 
 
-def release_only(patch: Patch) -> bool:
-    return patch.trailer("Upstream-Status").lower().startswith("inappropriate")
+def release_only(patch: Patch) -> bool:  # by its status, which forward needs: a typo in the key is no status
+    if not (status := patch.trailer("Upstream-Status")):
+        raise SeriesError(f"{patch.name} has no Upstream-Status trailer git reads, by which forward carries it or "
+                          "not; add one (`Pending`, `Inappropriate [why]`, ...) to its last paragraph")  # fmt: skip
+    return status.lower().startswith("inappropriate")
 
 
 def forward_message(message: str) -> str:

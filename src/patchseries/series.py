@@ -45,14 +45,8 @@ class Patch:
         return self.path.name
 
     @cached_property
-    def trailers(self) -> list[tuple[str, str]]:
-        """The trailers of the message ``git am`` commits; a status line git reads as no trailer, or two, is refused."""
-        found = trailers(message := am_reads(self.path)[1])
-        statuses = [value for key, value in found if key.lower() == "upstream-status"]
-        if (lines := len(_STATUS_LINE.findall(message)), len(statuses)) not in ((0, 0), (1, 1)):
-            raise SeriesError(f"{self.name}: git reads {len(statuses)} of its {lines} Upstream-Status lines as a "
-                              "trailer; keep one, in the last paragraph, which holds trailers only")  # fmt: skip
-        return found
+    def trailers(self) -> list[tuple[str, str]]:  # of the message ``git am`` commits
+        return trailers(am_reads(self.path)[1], self.name)
 
     def trailer(self, key: str) -> str:  # the first ``key:`` trailer's value, any case, or ""
         return next((value for name, value in self.trailers if name.lower() == key.lower()), "")
@@ -163,10 +157,10 @@ def parse_patch(path: Path) -> Patch:
     return Patch(path=path, subject=subject, changes=tuple(changes))
 
 
-def am_reads(path: Path, cwd: Path | None = None) -> tuple[dict[str, str], str, int]:
+def am_reads(path: Path, cwd: Path | None = None, within: Path | None = None) -> tuple[dict[str, str], str, int]:
     """What ``git am`` reads from a patch file: mailinfo's fields, the message it commits, the number of mails."""
-    with tempfile.TemporaryDirectory() as scratch:  # a line "From <word> <date>" starts another mail
-        count = int(out("mailsplit", f"-o{scratch}", path, cwd=cwd))
+    with tempfile.TemporaryDirectory(dir=within) as scratch:  # a line "From <word> <date>" starts another mail
+        count = int(out("mailsplit", "-b", f"-o{scratch}", path, cwd=cwd))
         mail = (Path(scratch) / "0001").read_bytes().decode(errors=ENCODING_ERRORS)  # as is: CRs too
         info = git("mailinfo", Path(scratch) / "info", os.devnull, cwd=cwd, stdin=mail).stdout.split("\n")
         fields = dict(line.split(": ", 1) for line in info if ": " in line)
@@ -174,11 +168,17 @@ def am_reads(path: Path, cwd: Path | None = None) -> tuple[dict[str, str], str, 
     return fields, git("stripspace", cwd=cwd, stdin=f"{fields.get('Subject', '')}\n\n{body}").stdout, count
 
 
-def trailers(message: str) -> list[tuple[str, str]]:
-    """``(key, value)`` of each trailer git reads in a message: its last paragraph, when git takes it as trailers."""
+def trailers(message: str, name: str = "") -> list[tuple[str, str]]:
+    """``(key, value)`` of each trailer git reads in a message (its last paragraph, when git takes it as trailers); with
+    ``name``, a message whose Upstream-Status lines after the subject git does not read as one trailer is refused."""
     parse = ("-c", "trailer.separators=:", "interpret-trailers", "--parse", "--no-divider")  # no repository's trailer.*
-    parsed = git(*parse, env={"GIT_DIR": os.devnull}, stdin=message).stdout
-    return [(key.strip(), value.strip()) for key, _, value in (line.partition(":") for line in parsed.split("\n")[:-1])]
+    parsed = git(*parse, env={"GIT_DIR": os.devnull}, stdin=message).stdout.split("\n")[:-1]  # a U+2028 stays
+    found = [(key.strip(), value.strip()) for key, _, value in (line.partition(":") for line in parsed)]
+    statuses = [value for key, value in found if key.lower() == "upstream-status"]
+    if name and (seen := len(_STATUS_LINE.findall(message.partition("\n")[2])), len(statuses)) not in ((0, 0), (1, 1)):
+        raise SeriesError(f"{name}: git reads {len(statuses)} of its {seen} Upstream-Status lines as a trailer; keep "
+                          "one, in the last paragraph, which holds trailers only")  # fmt: skip
+    return found
 
 
 def without_author(patch: bytes) -> bytes:
