@@ -249,14 +249,24 @@ ENTRY_PATCH = (
 
 
 def test_an_entry_keeps_its_lines_and_paragraphs_and_other_lines_are_named():
-    section = ENTRY_PATCH.split("@@ -5,3 +5,7 @@\n")[0] + "@@ -1,2 +1,8 @@\n"
+    section = ENTRY_PATCH.split("@@ -5,3 +5,7 @@\n")[0] + "@@ -1,3 +1,11 @@\n"
     added = "+- Fixed a\n+\tacross a tab\n+\n+  a second paragraph\n+\n+* Fixed b\n+-\n+and prose\n-- Fixed c\n- \n"
+    added += "+- Fixed d in\n+#21374\n+### Fixed\n-### Fxied\n"
 
     entries, others = changelog_entries(section + added)
 
-    assert [entry for _, _, entry in entries] == ["- Fixed a\n\tacross a tab\n\n  a second paragraph", "* Fixed b"]
+    assert [entry for _, _, entry in entries] == [
+        "- Fixed a\n\tacross a tab\n\n  a second paragraph",
+        "* Fixed b",
+        "- Fixed d in",
+    ]
     path = "src/fakelib/CHANGELOG.md"
-    assert others == [f"adds 'and prose' in {path}", f"removes '- Fixed c' in {path}"]
+    assert others == [
+        f"adds 'and prose' in {path}",
+        f"removes '- Fixed c' in {path}",
+        f"adds '#21374' in {path}",
+        f"removes '### Fxied' in {path}",
+    ]
 
 
 def test_an_entry_keeps_its_continuation_lines():
@@ -367,6 +377,15 @@ def test_a_checkout_without_the_pinned_commit_is_refused_and_force_base_uses_hea
     assert forced.returncode == 0, forced.stderr
 
 
+def test_entries_with_the_same_first_line_are_two_entries(tmp_path):
+    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n  in `answer()`\n\n## [1.0]\n")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash\n  in `version()`")
+    assert not add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash\n  in `version()`")
+
+    assert "- Fixed a crash\n  in `answer()`\n\n- Fixed a crash\n  in `version()`\n" in path.read_text()
+
+
 def test_an_entry_on_a_line_with_a_cr_is_there_already(tmp_path):
     path = tmp_path / "CHANGELOG.md"
     path.write_bytes(b"## [unreleased]\r\n\n### Fixed\n\n- Fixed z\n\n## [1.0]\n")
@@ -403,10 +422,12 @@ def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master
     assert names == ["0001-Add-a-CHANGELOG-entry.patch", "0002-Fix-the-version.patch"]
 
 
-@pytest.mark.parametrize("key", ["Upstream Status", "Upstream\u2011Status"])  # a typo, a look-alike hyphen
-def test_forward_refuses_a_patch_whose_status_git_does_not_read(synthetic, master, key):
+@pytest.mark.parametrize(  # a typo, a look-alike hyphen, a value of no known form
+    "status", ["Upstream Status: Inappropriate", "Upstream\u2011Status: Inappropriate", "Upstream-Status: [Inappr.]"]
+)
+def test_forward_refuses_a_patch_whose_status_git_does_not_read(synthetic, master, status):
     """Without a status forward cannot tell a release-only patch: it would carry it to upstream."""
-    message = f"Work around a torch bug\n\n{key}: Inappropriate [torch's bug]\nBug: none"
+    message = f"Work around a torch bug\n\n{status} [torch's bug]\nBug: none"
     commit(synthetic.tree, {"src/fakelib/workaround.py": "WORKAROUND = True\n"}, message)
     from patchseries.export import export_series
 
@@ -414,10 +435,29 @@ def test_forward_refuses_a_patch_whose_status_git_does_not_read(synthetic, maste
     proc = synthetic.run("forward", "--checkout", str(master))
 
     assert one_error(proc) == (
-        "error: 0004-Work-around-a-torch-bug.patch has no Upstream-Status trailer git reads, by which forward carries "
-        "it or not; add one (`Pending`, `Inappropriate [why]`, ...) to its last paragraph"
+        "error: 0004-Work-around-a-torch-bug.patch has no Upstream-Status trailer git reads with a known value, by "
+        "which forward carries it or not; write one (pending, submitted, accepted, backport, denied, "
+        "inactive-upstream, inappropriate) in its last paragraph"
     )
     assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]
+
+
+def test_a_patch_upstream_merged_and_reverted_is_forwarded_with_a_changelog_file_it_adds(synthetic, master):
+    """Upstream's tree decides, not its history: a commit with the patch's id may have been reverted since."""
+    git(master, "revert", "--no-edit", "HEAD~1")  # upstream's "Fix the answer", the series' first patch
+    pin = synthetic.ws.patches / "master" / "base.toml"
+    pin.write_text(re.sub(r'commit = "\w+"', f'commit = "{git(master, "rev-parse", "HEAD")}"', pin.read_text()))
+    new_changelog = {"src/fakelib/plugins/CHANGELOG.md": "# Changelog\n\nThe plugins' changes.\n\n## [unreleased]\n"}
+    commit(synthetic.tree, new_changelog, "Add the plugins' CHANGELOG\n\nUpstream-Status: Pending")
+    from patchseries.export import export_series
+
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+    proc = synthetic.run("forward", "--checkout", str(master))
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"0001-Fix-the-answer.patch +forwarded", proc.stdout)
+    forwarded = read_series(synthetic.ws.patches / "master" / "series")
+    assert "src/fakelib/plugins/CHANGELOG.md" in forwarded[-1].new_files
 
 
 def test_forward_refuses_a_changelog_line_it_cannot_carry(synthetic, master):
@@ -544,10 +584,10 @@ def test_each_patch_is_placed_against_an_upstream_ref(synthetic):
                   "def test_answer():\n    assert answer() == 42\n"}, "Merged upstream as #1")  # fmt: skip
     commit(tree, {"src/fakelib/CHANGELOG.md": "# Changelog\n\n## [unreleased]\n\n### Fixed\n\n- Something else\n"}, "x")
 
-    standings = check_onto(tree, "master", "base", read_series(synthetic.ws.series_file), synthetic.ws.scratch)
+    standings = check_onto(tree, "master", read_series(synthetic.ws.series_file), synthetic.ws.scratch)
 
     assert [(s.status, s.detail) for s in standings] == [
-        ("already upstream", f"same patch id as {git(tree, 'rev-parse', 'master~1')[:12]}"),
+        ("already upstream", "changes present, CHANGELOG entries aside"),
         ("conflicts", "src/fakelib/CHANGELOG.md"),
     ]
     assert git(tree, "status", "--porcelain") == ""  # the upstream repository is only read
@@ -556,9 +596,7 @@ def test_each_patch_is_placed_against_an_upstream_ref(synthetic):
 def test_patch_that_applies_is_reported_clean(synthetic):
     git(synthetic.tree, "branch", "master", "base")
 
-    standings = check_onto(
-        synthetic.tree, "master", "base", read_series(synthetic.ws.series_file), synthetic.ws.scratch
-    )
+    standings = check_onto(synthetic.tree, "master", read_series(synthetic.ws.series_file), synthetic.ws.scratch)
 
     assert [s.status for s in standings] == ["applies cleanly", "applies cleanly"]
 

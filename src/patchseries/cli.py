@@ -211,7 +211,7 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
 
     pin, patches, checkout = load_pin(ws.pin_file), snapshot_series(ws.patches, ws.scratch / "series"), args.checkout
     if args.onto:
-        return int(_print_table(check_onto(checkout, args.onto, pin.where, patches, ws.scratch)))
+        return int(_print_table(check_onto(checkout, args.onto, patches, ws.scratch)))
     status = _drift(ws, checkout, ws.patches, pin, patches)
     forward_dir = ws.patches / FORWARD_DIR
     if os.path.lexists(forward_dir):  # a release series with its forward series: check both

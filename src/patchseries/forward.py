@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from patchseries.errors import SeriesError
 from patchseries.export import export_series, scratch_clone
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, out, patch_id_of_file, patch_ids
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, out
 from patchseries.interrupts import stage
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
@@ -22,6 +22,8 @@ _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 # DEP-3's fields (and Bug-Debian, ...): the release series carries them, upstream's commits do not
 DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Description")
 _DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-.+)")  # a key, any case
+_STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
+_HEADING = re.compile(r"#+( |$)")
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -31,12 +33,10 @@ class Outcome(NamedTuple):  # status: "already upstream", "release only", "forwa
     detail: str = ""
 
 
-def check_onto(upstream: Path, ref: str, since: str, patches: list[Patch], scratch: Path) -> list[Outcome]:
-    """Each patch tried on ``ref`` of ``upstream`` (cloned under ``scratch``); ``since`` bounds the upstream search."""
-    onto = _commit(upstream, ref, "the ref")
-    ids = dict(patch_ids(upstream, f"{since}..{onto}", paths=_paths(patches), check=False))
-    with scratch_clone(upstream, onto, scratch) as repo:
-        return [_try(repo, patch, ids) for patch in patches]
+def check_onto(upstream: Path, ref: str, patches: list[Patch], scratch: Path) -> list[Outcome]:
+    """Each patch tried on ``ref`` of ``upstream`` (cloned under ``scratch``)."""
+    with scratch_clone(upstream, _commit(upstream, ref, "the ref"), scratch) as repo:
+        return [_try(repo, patch) for patch in patches]
 
 
 def forward_series(
@@ -53,8 +53,7 @@ def forward_series(
         stage("forward-scratch")
         entries = {patch.name: _entries(repo, patch, release.tag, check) for patch in patches}  # in series order
         git("checkout", "--quiet", "-B", "forward", onto, cwd=repo)
-        ids = dict(patch_ids(repo, f"{tag}..{onto}", paths=_paths(patches)))
-        results = [_forward_one(repo, patch, entries[patch.name], ids) for patch in patches]
+        results = [_forward_one(repo, patch, entries[patch.name]) for patch in patches]
         if any(r.status == "conflicts" for r in results):
             return results
         if not any(r.status == "forwarded" for r in results):
@@ -70,15 +69,9 @@ def _commit(repo: Path, ref: str, what: str) -> str:
     return proc.stdout.strip()
 
 
-def _paths(patches: list[Patch]) -> list[str]:  # an upstream commit that changed other files too still matches
-    return sorted({change.path for patch in patches for change in patch.changes})
-
-
-def _try(repo: Path, patch: Patch, upstream_ids: dict[str, str], *am_options: str) -> Outcome:
-    """``patch`` on HEAD: already upstream (CHANGELOGs aside: upstream files entries its way), applied, or conflicts."""
-    patch_id = patch_id_of_file(patch.path)
-    if patch_id in upstream_ids:
-        return Outcome(patch.name, "already upstream", f"same patch id as {upstream_ids[patch_id][:12]}")
+def _try(repo: Path, patch: Patch, *am_options: str) -> Outcome:
+    """``patch`` on HEAD: already upstream by the tree, not by history (a commit with its patch id may be reverted),
+    CHANGELOGs aside (upstream files entries its way); applied; or conflicts."""
     reverse = git("apply", "--check", "--reverse", "--exclude=*CHANGELOG.md", patch.path, cwd=repo, check=False)
     if reverse.returncode == 0 and any(not _CHANGELOG.search(change.path) for change in patch.changes):
         return Outcome(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
@@ -91,11 +84,11 @@ def _try(repo: Path, patch: Patch, upstream_ids: dict[str, str], *am_options: st
     return Outcome(patch.name, "conflicts", ", ".join(files) or failure_cause(proc))
 
 
-def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]], ids: dict[str, str]) -> Outcome:
+def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) -> Outcome:
     if release_only(patch):  # DEP-3: a release-only workaround, which upstream will not take; why, less "Inappropriate"
         return Outcome(patch.name, "release only", patch.trailer("Upstream-Status")[13:].strip(" []"))
-    changelogs = [f"--exclude={change.path}" for change in patch.changes if _CHANGELOG.search(change.path)]
-    result = _try(repo, patch, ids, *changelogs)
+    changelogs = [f"--exclude={c.path}" for c in patch.changes if _CHANGELOG.search(c.path) and c.kind != "new"]
+    result = _try(repo, patch, *changelogs)
     if result.status != "applies cleanly":
         return result
     for changelog, heading, text in entries:
@@ -110,10 +103,10 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]], 
 
 
 def release_only(patch: Patch) -> bool:  # by its status, which forward needs: a typo in the key is no status
-    if not (status := patch.trailer("Upstream-Status")):
-        raise SeriesError(f"{patch.name} has no Upstream-Status trailer git reads, by which forward carries it or "
-                          "not; add one (`Pending`, `Inappropriate [why]`, ...) to its last paragraph")  # fmt: skip
-    return status.lower().startswith("inappropriate")
+    if (status := (patch.trailer("Upstream-Status").lower().split() or [""])[0]) not in _STATUSES:
+        raise SeriesError(f"{patch.name} has no Upstream-Status trailer git reads with a known value, by which forward "
+                          f"carries it or not; write one ({', '.join(_STATUSES)}) in its last paragraph")  # fmt: skip
+    return status == "inappropriate"
 
 
 def forward_message(message: str) -> str:
@@ -146,7 +139,7 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
     found = []
     for path, index, entry in entries:
         above = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS).split("\n")[:index]  # a CR is no line end
-        found.append((path, next((h for h in reversed(above) if h.startswith("### ")), "### Changed"), entry))
+        found.append((path, next((h.strip() for h in reversed(above) if h.startswith("### ")), "### Changed"), entry))
     return found
 
 
@@ -156,7 +149,7 @@ def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]
     found: list[tuple[str, int, str]] = []
     others: list[str] = []
     for section in file_sections(text):
-        if _CHANGELOG.search(path := section_path(section)):
+        if _CHANGELOG.search(path := section_path(section)) and "\nnew file mode " not in section.split("@@")[0]:
             for hunk in hunks(section):
                 current, blank = None, ""  # the entry that an added, indented line continues; blank lines since
                 for marker, number, line in hunk:
@@ -167,7 +160,7 @@ def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]
                         blank += "\n"
                     elif marker == "+" and current is not None and line[:1] in (" ", "\t"):
                         found[current], blank = (path, found[current][1], f"{found[current][2]}{blank}\n{line}"), ""
-                    elif marker == " " or line.startswith("#") or line.strip() in ("", "-"):  # headings: the target's
+                    elif marker == " " or line.strip() in ("", "-") or marker == "+" and _HEADING.match(line):
                         current = None
                     else:
                         others.append(f"{'adds' if marker == '+' else 'removes'} {line[:60]!r} in {path}")
@@ -184,7 +177,8 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "---"))), len(lines))
     block = [f"{line}{cr}" for line in entry.split("\n")]
-    if entry.split("\n")[0] in (line.removesuffix("\r") for line in lines[start:end]):
+    plain, size = [line.removesuffix("\r") for line in lines[start:end]], len(block)
+    if any(plain[i : i + size] == entry.split("\n") for i in range(len(plain))):  # every line of it, CRs aside
         return False
     headings = [i for i in range(start + 1, end) if lines[i].startswith("### ")]
     mine = next((i for i in headings if lines[i].strip() == heading), None)

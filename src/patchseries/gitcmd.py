@@ -117,12 +117,6 @@ def _short(args: Sequence[str | Path]) -> str:  # a failed command's name: the s
     return " ".join(words[:3])
 
 
-def patch_ids(repo: Path, *revisions: str, paths: Sequence[str] = (), check: bool = True) -> list[tuple[str, str]]:
-    log = git("log", "-p", "--no-merges", *revisions, "--", *paths, cwd=repo, check=check)
-    ids = git("patch-id", "--stable", stdin=log.stdout).stdout if log.returncode == 0 else ""
-    return [(line.split()[0], line.split()[1]) for line in ids.splitlines() if len(line.split()) == 2]
-
-
 def patch_id_of_file(path: Path) -> str:
     ids = git("patch-id", "--stable", stdin=path.read_bytes().decode(errors=ENCODING_ERRORS)).stdout.split()
     return ids[0] if ids else ""
