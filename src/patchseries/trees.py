@@ -90,7 +90,6 @@ class BaseRecord:  # the pin's base, the series folder and base commit a tree wa
 
 @dataclass
 class ApplyResult:
-    tree: Path
     head: str
     applied: list[str] = field(default_factory=list)
     already_present: list[str] = field(default_factory=list)
@@ -262,7 +261,7 @@ def tool_tree(
         record = _read_json(tree / ".git" / RECORD)
         if (record["source"], record["fingerprint"]) == (source.key, fingerprint(patches)):
             log(f"series already applied on {tree} (branch {SERIES_BRANCH}); reusing it")
-            return BaseTree(tree, source.kind), ApplyResult(tree=tree, head=record["head"], reused=True)
+            return BaseTree(tree, source.kind), ApplyResult(head=record["head"], reused=True)
         log(f"{tree} holds another base or series, unchanged since the tool built it: building a fresh one")
     return BaseTree(tree, source.kind), _build(ws, pin, patches, source, tree, log)
 
@@ -314,7 +313,6 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
     finally:
         _retire(_aside(tree), tree, log)
         shutil.rmtree(work, ignore_errors=True)  # what is left, the next run's scratch clean-up removes
-    result.tree = tree
     return result
 
 
@@ -357,11 +355,8 @@ def changes_since_built(tree: Path) -> str | None:  # None when ``tree`` is as t
 
 
 def _untracked(tree: Path) -> dict[str, str]:  # every untracked file, ignored ones too, with its content's digest
-    names = filter(None, git("ls-files", "--others", "-z", cwd=tree).stdout.split("\0"))
-    return {
-        name: hashlib.sha256((tree / name).read_bytes()).hexdigest() if (tree / name).is_file() else ""
-        for name in names
-    }
+    names = git("ls-files", "--others", "-z", cwd=tree).stdout.split("\0")
+    return {n: hashlib.sha256((tree / n).read_bytes()).hexdigest() if (tree / n).is_file() else "" for n in names if n}
 
 
 @contextmanager
@@ -417,8 +412,7 @@ def refuse_operation_in_progress(repo: Path) -> None:
 
 def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> ApplyResult:
     """Apply ``patches`` on branch ``series`` of the fresh repository ``base``; raise if one does not apply."""
-    repo = base.path
-    result = ApplyResult(tree=repo, head="")
+    repo, result = base.path, ApplyResult(head="")
     git("checkout", "--quiet", "-b", SERIES_BRANCH, BASE_REF, cwd=repo)
     for patch in patches:
         # the hunks for files the sdist lacks (upstream docs and tests) and no earlier patch added
