@@ -67,8 +67,7 @@ def export_series(
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
     branch = branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
-    label = branch.removeprefix("refs/heads/")  # as git commands name it
-    base_label = base.removeprefix("refs/heads/")
+    label, base_label = branch.removeprefix("refs/heads/"), base.removeprefix("refs/heads/")  # as git names them
     if git("check-ref-format", branch, check=False).returncode != 0:
         raise SeriesError(f"--branch {label!r} is not a branch name; pass the name of a branch of {repo}")
     if not _commit(repo, branch):
@@ -103,8 +102,7 @@ def export_series(
         given = "{} <{}>".format(*parse_identity(author)) if author else ""  # as written, not as git stored it
         _refuse_am_misreads(source, commits, staging, names, rebase, given)
         committed = read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
-        dropped = [] if drop_lacking else dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])
-        if dropped:
+        if not drop_lacking and (dropped := dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])):
             raise SeriesError(f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the "
                               "sdist ships no docs/ or upstream tests/), so applying left those hunks out. Make the "
                               f"change in a tree of an upstream base ({edit} --git, or --checkout PATH instead of "
@@ -251,9 +249,7 @@ def _refuse_work_outside(worktree: Path, exported: Path, branch: str, label: str
         if worktree != exported or head and (not fork or _is_ancestor(worktree, fork, base_label)):
             return  # a stale test worktree, say; or another series, on a branch
         steps = [] if head else [("switch", "-q", "-c", f"kept-{beyond[0][:12]}")]  # a branch holds them, then
-        keep = " && ".join(
-            shell("git", "-C", worktree, *step) for step in [*steps, ("switch", "-q", "--detach", label)]
-        )
+        keep = " && ".join(shell("git", "-C", worktree, *s) for s in [*steps, ("switch", "-q", "--detach", label)])
         raise SeriesError(
             f"{worktree} has {len(beyond)} commit(s) on {where}, off {label}, which export would leave out; replay "
             f"them on {label} ({shell('git', '-C', worktree, 'rebase', '-q', label)}) and export again, which then "
