@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -213,8 +213,7 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
     if args.onto:
         return int(_print_table(check_onto(checkout, args.onto, patches, ws.scratch)))
     status = _drift(ws, checkout, ws.patches, pin, patches)
-    forward_dir = ws.patches / FORWARD_DIR
-    if os.path.lexists(forward_dir):  # a release series with its forward series: check both
+    if os.path.lexists(forward_dir := ws.patches / FORWARD_DIR):  # a release series with its forward series: check both
         forward_pin = load_pin(forward_dir / "base.toml")
         listed = (forward_dir / "series").is_file()  # none yet (or gone): forward writes it, as check then says
         forward_patches = snapshot_series(forward_dir, ws.scratch / "series-master") if listed else []
@@ -287,10 +286,9 @@ def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin,
     if pin.commit and (release / "series").is_file() and (release / "base.toml").is_file():
         to = () if ws.patches == release / FORWARD_DIR else ("--to", ws.patches)
         return ws.command_on(release, "forward", *given, *to)
-    try:  # `edit --checkout` only where edit takes that checkout
+    takes = False
+    with suppress(SeriesError):  # `edit --checkout` only where edit takes that checkout
         takes = checkout is not None and bool(resolve_source(ws, pin, checkout, False, False))
-    except SeriesError:
-        takes = False
     edits, default = ws.workdir / EDIT_DIR, _default_tree(ws)
     lacking = any(path.startswith(pin.sdist_lacks) for patch in patches for path in patch.touched_existing)
     candidates = [
