@@ -9,7 +9,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from patchseries.errors import SeriesError
@@ -87,11 +87,9 @@ def _empty(scratch: Path) -> None:  # best effort; a link there is removed, neve
         shutil.rmtree(scratch) if scratch.is_dir() and not scratch.is_symlink() else scratch.unlink(missing_ok=True)
 
 
-@contextmanager
-def series_lock(folder: Path) -> Iterator[None]:
+def series_lock(folder: Path) -> AbstractContextManager[Lock]:
     refusal = f"another patchseries export or forward is writing {folder}; wait for it to end and re-run"
-    with hold(folder, lambda _: refusal):
-        yield
+    return hold(folder, lambda _: refusal)
 
 
 def _refuse_unless_ignored(workdir: Path, given_as: str) -> None:
