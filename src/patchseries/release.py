@@ -156,7 +156,6 @@ def build_wheels(
         pins = [pin, *(replace(pin, sdist_url=s.url, sdist_sha256=s.sha256, sdist_root=s.root)
                        for s in wheel_pin.standalones)]  # fmt: skip
         archives = [download_sdist(ws, each, log) for each in pins]  # every sha256 checked before any build
-        ws.workdir.mkdir(parents=True, exist_ok=True)
         base, applied = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)
         ws.scratch.mkdir(parents=True, exist_ok=True)
         built: dict[Path, Files] = {}  # each wheel with what it must hold
@@ -279,9 +278,7 @@ def dist_info(wheel: Path, name: str) -> str | None:
 def built_from(wheel: Path) -> str | None:
     """The fingerprint of the series the tool built ``wheel`` from (its record), or None: not a wheel of the tool's."""
     with contextlib.suppress(ValueError):
-        record = (
-            None if wheel.is_symlink() or not wheel.is_file() else json.loads(dist_info(wheel, RECORD_NAME) or "null")
-        )
+        record = wheel.is_file() and not wheel.is_symlink() and json.loads(dist_info(wheel, RECORD_NAME) or "null")
         if isinstance(record, dict) and record.get("project") == PROJECT and isinstance(record.get("series"), dict):
             return str(record["series"].get("fingerprint"))
     return None
