@@ -99,7 +99,6 @@ def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
     pin, patches = load_pin(ws.pin_file), snapshot_series(ws.patches, ws.scratch / "series")
     log(f"stage 2/5: getting the base ({pin.name} {pin.version})")
     source = get_source(ws, pin, choice)
-    ws.workdir.mkdir(parents=True, exist_ok=True)
     log(f"stage 3/5: applying {len(patches)} patches on {ws.trees / source.tree_name}")
     tree, applied = tool_tree(ws, pin, patches, source, log)
     with recording(tree.path, copies=True):

@@ -65,7 +65,6 @@ def run_wheel_test(
     wheels = [wheel, *(find_wheel(dist, p, version, rebuild) for p in ours)]
     for each in wheels:  # the ones it requires too: a person's wheel at that name is not the series'
         release.kept(each, wheel_pin.series, then=f", build the wheels again ({rebuild}) and re-run")
-    ws.workdir.mkdir(parents=True, exist_ok=True)
     base, applied = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)
     mapping = wheel_pin.mapping(package)
     venv = ws.venvs / f"wheel-{package}-py{sys.version_info[0]}.{sys.version_info[1]}-torch{torch}"
