@@ -329,8 +329,7 @@ def cmd_matrix(args: argparse.Namespace, ws: Workspace) -> int:
         rows = matrix.run_matrix(ws, args.torch or list(matrix.DEFAULT_VERSIONS), log, installer=args.installer)
     out_dir.mkdir(parents=True, exist_ok=True)
     if saved is None:  # what this run measured
-        saved = out_dir / "matrix.json"
-        write_file(saved, matrix.to_json(rows, made_on))
+        write_file(saved := out_dir / "matrix.json", matrix.to_json(rows, made_on))
     table, missing = matrix.to_markdown(rows, made_on), matrix.missing_results(rows)
     write_file(out_dir / "matrix.md", table)
     if page and not missing:  # a table is replaced only by a complete one
