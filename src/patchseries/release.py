@@ -165,8 +165,7 @@ def build_wheels(
             safe_extract(archives[0], release.parent)
             for package, package_pin, archive in zip(wheel_pin.packages, pins, archives, strict=True):
                 safe_extract(archive, work := Path(scratch) / package)
-                sdist = work / package_pin.sdist_root
-                if not sdist.is_dir():
+                if not (sdist := work / package_pin.sdist_root).is_dir():
                     raise SeriesError(f"{package_pin.sdist_filename} has no top-level folder "
                                       f"{package_pin.sdist_root!r}; check its root in the pin")  # fmt: skip
                 files = _mirror(release, series, changed, sdist, wheel_pin.mapping(package), package_pin.sdist_filename)
