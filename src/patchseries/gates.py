@@ -238,8 +238,7 @@ def _hook(config: dict[str, Any], repo: dict[str, Any], item: dict[str, Any]) ->
     types, types_or, entry = (spec.split("|") + ["", ""])[:3]
     only, whole, no = (set(map(str, item.get(key, default.split()))) for key, default in
                        (("types", types or "file"), ("types_or", types_or), ("exclude_types", "")))  # fmt: skip
-    files = (str(config.get("files", "")), str(item.get("files", "")))
-    exclude = (str(config.get("exclude", "^$")), str(item.get("exclude", "^$")))
+    files, exclude = ((str(config.get(k, d)), str(item.get(k, d))) for k, d in (("files", ""), ("exclude", "^$")))
     requirements = (f"{package}=={rev.removeprefix('v')}", *map(str, item.get("additional_dependencies", [])))
     return Hook(label, "", (*(entry or str(item["id"])).split(), *args), requirements, lambda path, tags: (
         all(re.search(p, path) for p in files) and not any(re.search(p, path) for p in exclude)
