@@ -20,7 +20,8 @@ from patchseries.pin import Pin, load_pin
 from patchseries.progress import make_log
 from patchseries.release import build_wheels, load_wheel_pin
 from patchseries.runner import DEFAULT_TORCH
-from patchseries.series import Patch, read_series, snapshot_series
+from patchseries.series import Patch, listed_names, read_series, snapshot_series, without_author
+from patchseries.trees import EDIT_DIR, checkout_tree_name, edit_tree, resolve_source, tool_tree
 
 FORWARD_DIR = "master"  # the forward series for upstream's default branch, beside the release series' patches
 DESCRIPTION = """\
@@ -145,8 +146,6 @@ def _lock(args: argparse.Namespace, ws: Workspace, held: ExitStack) -> None:
 
 
 def _default_tree(ws: Workspace) -> Path:  # the tree `edit` (`edit --git`, for a pinned commit) makes: export's default
-    from patchseries.trees import EDIT_DIR
-
     pin = load_pin(ws.pin_file)
     return ws.workdir / EDIT_DIR / (f"git-{pin.commit[:12]}" if pin.commit else f"sdist-{pin.version}")
 
@@ -164,7 +163,6 @@ def _package(value: str) -> str:  # as pip spells it too (pytorch-lightning): PE
 
 def cmd_base(args: argparse.Namespace, ws: Workspace) -> int:  # fetch, apply, edit (print the tree) and test
     from patchseries.job import BaseChoice, get_source, prepare, run_main_job, summary
-    from patchseries.trees import edit_tree, tool_tree
 
     choice, log = BaseChoice(checkout=args.checkout, use_git=args.git, force_base=args.force_base), make_log()
     if args.command == "test":
@@ -228,7 +226,6 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
 def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch], target: Pin, folder: Path) -> int:
     """Whether the forward series is what ``forward`` writes from the release series now (its ``From:`` aside)."""
     from patchseries.forward import forward_series
-    from patchseries.series import listed_names, without_author
 
     (fresh := ws.scratch / FORWARD_DIR).mkdir(parents=True)
     results = forward_series(checkout, pin, patches, target, fresh, ws.scratch)
@@ -250,8 +247,6 @@ def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch]
 
 def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> int:
     from patchseries.export import drift_report
-    from patchseries.job import BaseChoice, get_source
-    from patchseries.trees import tool_tree
 
     reexport = _reexport(ws, checkout, patches_dir, pin, patches)
     if checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
@@ -261,7 +256,7 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
         print(f"not checked: {len(patches)} patches pinned to upstream commit {pin.where[:12]}; pass --checkout PATH")
         return 0
     else:
-        sdist = tool_tree(ws, pin, patches, get_source(ws, pin, BaseChoice()), make_log())[0].path
+        sdist = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), make_log())[0].path
         report = drift_report(sdist, patches, patches_dir, ws.scratch, pin.sdist_lacks, reexport=reexport)
     if report.problems:
         print("\n".join(f"drift: {problem}" for problem in report.problems))
@@ -277,8 +272,6 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
 
 def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> str:
     """``forward`` for a forward series, else ``export`` of the first edit tree there is, after ``edit`` if none."""
-    from patchseries.trees import EDIT_DIR, checkout_tree_name, resolve_source
-
     given = ("--checkout", checkout) if checkout is not None else ()
     if patches_dir != ws.patches:  # the forward series beside the release series of --patches
         return ws.command("forward", *given)
