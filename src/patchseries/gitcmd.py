@@ -100,12 +100,6 @@ def worktrees(repo: Path) -> list[Path]:
     return [path.resolve() for path in paths] or [repo.resolve()]
 
 
-def hidden_files(repo: Path) -> list[str]:
-    """Tracked files whose edits ``git status`` does not show: ``--assume-unchanged`` or ``--skip-worktree``."""
-    entries = git("ls-files", "-v", "-z", cwd=repo).stdout.split("\0")
-    return [entry[2:] for entry in entries if entry and (entry[0].islower() or entry[0] == "S")]
-
-
 def has_path(repo: Path, path: str, ref: str = "HEAD") -> bool:
     return git("cat-file", "-e", f"{ref}:{path}", cwd=repo, check=False).returncode == 0
 

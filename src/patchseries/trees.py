@@ -348,7 +348,9 @@ def changes_since_built(tree: Path) -> str | None:  # None when ``tree`` is as t
     recorded = _read_json(tree / ".git" / FILES) or {}
     added = [name for name, digest in _untracked(tree).items() if recorded.get(name) != digest]
     # the person's global gitignore is not the tool's; an edit to a file marked assume-unchanged is not in `git status`
-    if files := sorted({*gitcmd.uncommitted_files(tree, own_ignores_only=True), *gitcmd.hidden_files(tree), *added}):
+    tags = git("ls-files", "-v", "-z", cwd=tree).stdout.split("\0")  # assume-unchanged: lower case; skip-worktree: S
+    hidden = [entry[2:] for entry in tags if entry[:1].islower() or entry[:1] == "S"]
+    if files := sorted({*gitcmd.uncommitted_files(tree, own_ignores_only=True), *hidden, *added}):
         shown = ", ".join(files[:3]) + ", ..." * (len(files) > 3)
         return f"{len(files)} uncommitted file{'s' * (len(files) > 1)} ({shown})"
     return None
