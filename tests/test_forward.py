@@ -82,6 +82,32 @@ def test_forward_carries_what_upstream_lacks_with_entries_under_their_heading(sy
     assert "From: Test Author <author@example.com>" in version_patch  # the commits' own author by default
 
 
+def test_already_upstream_is_what_the_tree_holds_modes_and_three_way_merges_included(synthetic, master):
+    """A patch upstream took with a line near it changed is upstream (git am --3way: no changes); a mode change or a
+    file named like a CHANGELOG that upstream lacks is not."""
+    commit(master, {"src/fakelib/core.py": '"""The answer."""\ndef answer():\n    return 42\n'}, "Document it")
+    pin = synthetic.ws.patches / "master" / "base.toml"
+    pin.write_text(re.sub(r'commit = "\w+"', f'commit = "{git(master, "rev-parse", "HEAD")}"', pin.read_text()))
+    (synthetic.tree / "src/fakelib/core.py").chmod(0o755)
+    git(synthetic.tree, "commit", "-q", "-am", "Make core.py runnable\n\nUpstream-Status: Pending")
+    commit(synthetic.tree, {"src/fakelib/MIGRATION-CHANGELOG.md": "# Notes\n"}, "Add notes\n\nUpstream-Status: Pending")
+    from patchseries.export import export_series
+
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+    proc = synthetic.run("forward", "--checkout", str(master))
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"0001-Fix-the-answer.patch +already upstream \(git am --3way finds its changes", proc.stdout)
+    names = [p.name for p in read_series(synthetic.ws.patches / "master" / "series")]
+    assert names == [
+        "0001-Add-a-CHANGELOG-entry.patch",
+        "0002-Fix-the-version.patch",
+        "0003-Make-core.py-runnable.patch",
+        "0004-Add-notes.patch",
+    ]
+    assert "Fixed the answer" in (synthetic.ws.patches / "master" / names[0]).read_text()  # its own entry only
+
+
 def test_forward_series_passes_its_drift_check_on_the_pinned_commit(synthetic, master, tmp_path):
     assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
     forward_dir = synthetic.ws.patches / "master"
@@ -137,6 +163,8 @@ def test_forward_message_drops_dep3_trailers_and_keeps_the_rest():
 
     assert forward_message(message) == "Fix it\n\nBody.\n"
     assert forward_message(folded) == "Fix it\n\nBody.\n\nAcked-by: B <b@x.c>\n"
+    kept = "Bug-for-bug compatible with 2.5: the old order.\nSigned-off-by: A <a@b.c>\n"  # prose git reads as no key
+    assert forward_message(f"Fix it\n\nBody.\n\nBug: 1\n{kept}") == f"Fix it\n\nBody.\n\n{kept}"
     with pytest.raises(SeriesError, match="git reads DEP-3 trailers in 'Fix it' once they go; reword it"):
         forward_message("Fix it\n\nBug: see below\n\nUpstream-Status: Pending\n")  # the body would read as them
     assert (
@@ -578,7 +606,8 @@ CORE = "src/fakelib/core.py"
 def test_each_patch_is_placed_against_an_upstream_ref(synthetic):
     tree = synthetic.tree
     git(tree, "checkout", "-q", "-b", "master", "base")
-    # upstream merged the fix under another message, and rewrote the CHANGELOG line the second patch edits
+    # upstream merged the fix under another message, and rewrote the CHANGELOG line the second patch edits: CHANGELOG
+    # entries aside, as forward re-places them, the second patch applies
     commit(tree, {"src/fakelib/core.py": "def answer():\n    return 42\n",
                   "tests/tests_pytorch/core/test_answer.py": "from fakelib.core import answer\n\n\n"
                   "def test_answer():\n    assert answer() == 42\n"}, "Merged upstream as #1")  # fmt: skip
@@ -588,7 +617,7 @@ def test_each_patch_is_placed_against_an_upstream_ref(synthetic):
 
     assert [(s.status, s.detail) for s in standings] == [
         ("already upstream", "changes present, CHANGELOG entries aside"),
-        ("conflicts", "src/fakelib/CHANGELOG.md"),
+        ("applies cleanly", ""),
     ]
     assert git(tree, "status", "--porcelain") == ""  # the upstream repository is only read
 

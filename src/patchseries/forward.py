@@ -16,12 +16,13 @@ from patchseries.paths import tool_command
 from patchseries.pin import Pin
 from patchseries.progress import Log, quiet
 from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path, trailers
-from patchseries.trees import failed_files, fetch_advice, refuse_operation_in_progress
+from patchseries.trees import already_present, failed_files, fetch_advice, refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 # DEP-3's fields (and Bug-Debian, ...): the release series carries them, upstream's commits do not
 DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Description")
-_DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-.+)")  # a key, any case
+_DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-[a-z0-9-]+)")  # a key, any case
+_KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
 _HEADING = re.compile(r"#+( |$)")
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
@@ -69,13 +70,16 @@ def _commit(repo: Path, ref: str, what: str) -> str:
     return proc.stdout.strip()
 
 
-def _try(repo: Path, patch: Patch, *am_options: str) -> Outcome:
-    """``patch`` on HEAD: already upstream by the tree, not by history (a commit with its patch id may be reverted),
-    CHANGELOGs aside (upstream files entries its way); applied; or conflicts."""
-    reverse = git("apply", "--check", "--reverse", "--exclude=*CHANGELOG.md", patch.path, cwd=repo, check=False)
-    if reverse.returncode == 0 and any(not _CHANGELOG.search(change.path) for change in patch.changes):
+def _try(repo: Path, patch: Patch) -> Outcome:
+    """``patch`` on HEAD, its CHANGELOGs aside (upstream files entries its way; a new one is carried): already upstream
+    by the tree, not by history (a commit with its patch id may be reverted); applied; or conflicts."""
+    options = [f"--exclude={c.path}" for c in patch.changes if _CHANGELOG.search(c.path) and c.kind != "new"]
+    if len(options) < len(patch.changes) and already_present(repo, patch.path, options):
         return Outcome(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
-    proc = git("am", "--3way", *keep_cr(patch.path), *am_options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
+    head = out("rev-parse", "HEAD", cwd=repo)
+    proc = git("am", "--3way", *keep_cr(patch.path), *options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
+    if proc.returncode == 0 and out("rev-parse", "HEAD", cwd=repo) == head:  # "No changes -- Patch already applied"
+        return Outcome(patch.name, "already upstream", "git am --3way finds its changes there")
     if proc.returncode == 0:
         return Outcome(patch.name, "applies cleanly")
     files = failed_files(repo, proc)
@@ -87,8 +91,7 @@ def _try(repo: Path, patch: Patch, *am_options: str) -> Outcome:
 def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) -> Outcome:
     if release_only(patch):  # DEP-3: a release-only workaround, which upstream will not take; why, less "Inappropriate"
         return Outcome(patch.name, "release only", patch.trailer("Upstream-Status")[13:].strip(" []"))
-    changelogs = [f"--exclude={c.path}" for c in patch.changes if _CHANGELOG.search(c.path) and c.kind != "new"]
-    result = _try(repo, patch, *changelogs)
+    result = _try(repo, patch)
     if result.status != "applies cleanly":
         return result
     for changelog, heading, text in entries:
@@ -103,7 +106,7 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) 
 
 
 def release_only(patch: Patch) -> bool:  # by its status, which forward needs: a typo in the key is no status
-    if (status := (patch.trailer("Upstream-Status").lower().split() or [""])[0]) not in _STATUSES:
+    if (status := re.split(r"[^\w-]", patch.trailer("Upstream-Status").lower(), maxsplit=1)[0]) not in _STATUSES:
         raise SeriesError(f"{patch.name} has no Upstream-Status trailer git reads with a known value, by which forward "
                           f"carries it or not; write one ({', '.join(_STATUSES)}) in its last paragraph")  # fmt: skip
     return status == "inappropriate"
@@ -116,7 +119,7 @@ def forward_message(message: str) -> str:
     *body, last = message.strip("\n").split("\n\n")  # git reads the last paragraph as trailers
     kept, dropping = [], False
     for line in last.split("\n"):
-        dropping = dropping if line[:1] in (" ", "\t") else bool(_DEP3.fullmatch(line.partition(":")[0].strip()))
+        dropping = dropping if line[:1] in (" ", "\t") else bool((key := _KEY.match(line)) and _DEP3.fullmatch(key[1]))
         kept += [] if dropping else [line]
     forwarded = "\n\n".join([*body, "\n".join(kept)] if kept else body) + "\n"
     if any(_DEP3.fullmatch(key) for key, _ in trailers(forwarded)):  # the paragraph before reads as trailers

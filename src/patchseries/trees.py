@@ -47,7 +47,7 @@ _IN_PROGRESS = {  # what it is, how to finish it, how to abort it
     "REVERT_HEAD": ("a git revert", "git revert --continue", "git revert --abort"),
     "BISECT_LOG": ("a git bisect", "git bisect reset", "git bisect reset"),
 }
-_MODE_CHANGE = re.compile(r"(?m)^ ?mode change \d{6} => (\d{6}) (.+)$")  # in `git apply --summary`
+_MODE_CHANGE = re.compile(r"(?m)^ ?(?:mode change \d{6} =>|create mode) (\d{6}) (.+)$")  # `git apply --summary`
 _FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
 
 
@@ -425,10 +425,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
         if len(excludes) == len(patch.changes):
             continue
         options = [f"--exclude={path}" for path in excludes]
-        # present already: its reverse applies, and the file modes it sets (which that check ignores) are the base's
-        reverse = git("apply", "--check", "--reverse", *options, patch.path, cwd=repo, check=False).returncode == 0
-        modes = _MODE_CHANGE.findall(out("apply", "--summary", *options, patch.path, cwd=repo)) if reverse else []
-        if reverse and all(out("ls-tree", "HEAD", "--", path, cwd=repo).startswith(mode) for mode, path in modes):
+        if already_present(repo, patch.path, options):
             log(f"{patch.name}: already present in the base, skipped")
             result.already_present.append(patch.name)
             continue
@@ -444,6 +441,13 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
         log(f"applied {patch.name}")
     result.head = out("rev-parse", "HEAD", cwd=repo)
     return result
+
+
+def already_present(repo: Path, patch: Path, options: list[str]) -> bool:
+    """Whether HEAD has ``patch``'s changes: its reverse applies, and the modes it sets (not checked so) are HEAD's."""
+    reverse = git("apply", "--check", "--reverse", *options, patch, cwd=repo, check=False).returncode == 0
+    modes = _MODE_CHANGE.findall(out("apply", "--summary", *options, patch, cwd=repo)) if reverse else []
+    return reverse and all(out("ls-tree", "HEAD", "--", path, cwd=repo).startswith(mode) for mode, path in modes)
 
 
 def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
