@@ -24,7 +24,6 @@ DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream"
 _DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-[a-z0-9-]+)")  # a key, any case
 _KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
-_HEADING = re.compile(r"#+( |$)")
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -71,8 +70,7 @@ def _commit(repo: Path, ref: str, what: str) -> str:
 
 
 def _try(repo: Path, patch: Patch) -> Outcome:
-    """``patch`` on HEAD, its CHANGELOGs aside (upstream files entries its way; a new one is carried): already upstream
-    by the tree, not by history (a commit with its patch id may be reverted); applied; or conflicts."""
+    """``patch`` on HEAD, CHANGELOGs aside: already upstream by the tree (history may revert), applied, or conflicts."""
     options = [f"--exclude={c.path}" for c in patch.changes if _CHANGELOG.search(c.path) and c.kind != "new"]
     if len(options) < len(patch.changes) and already_present(repo, patch.path, options):
         return Outcome(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
@@ -163,7 +161,7 @@ def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]
                         blank += "\n"
                     elif marker == "+" and current is not None and line[:1] in (" ", "\t"):
                         found[current], blank = (path, found[current][1], f"{found[current][2]}{blank}\n{line}"), ""
-                    elif marker == " " or line.strip() in ("", "-") or marker == "+" and _HEADING.match(line):
+                    elif marker == " " or line.strip() in ("", "-") or marker == "+" and re.match(r"#+( |$)", line):
                         current = None
                     else:
                         others.append(f"{'adds' if marker == '+' else 'removes'} {line[:60]!r} in {path}")

@@ -11,18 +11,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchseries import gates
 from patchseries.changed_lines import ChangedLines, added_lines, measure
 from patchseries.errors import SeriesError
-from patchseries.gates import (
-    DOCS_REQUIREMENTS,
-    Comparison,
-    changed_pages,
-    requirement_args,
-    run_docs_gate,
-    run_hooks,
-    run_static_gates,
-    run_upstream_tests,
-)
 from patchseries.gitcmd import add_excludes, git, git_path
 from patchseries.interrupts import write_file
 from patchseries.paths import ACCEPTANCE_DIR, Workspace
@@ -79,7 +70,7 @@ class JobResult:
     prepared: Prepared
     torch: str
     outcome: TestOutcome
-    upstream: list[Comparison] = field(default_factory=list)
+    upstream: list[gates.Comparison] = field(default_factory=list)
     changed: ChangedLines | None = None  # coverage of the lines the series adds or changes
     changed_report: Path | None = None
 
@@ -117,8 +108,8 @@ def run_main_job(
     with recording(tree):  # installing and testing write into the tree: what they make is the tool's
         upstream_checkout = prepared.base.has_upstream_tests
         log(f"stage 4/5: environment with torch {torch}")
-        extra = requirement_args(ws, tree) if upstream_checkout else ()
-        extra += DOCS_REQUIREMENTS if upstream_checkout and changed_pages(tree) else ()
+        extra = gates.requirement_args(ws, tree) if upstream_checkout else ()
+        extra += gates.DOCS_REQUIREMENTS if upstream_checkout and gates.changed_pages(tree) else ()
         env = ensure_environment(ws, tree, torch, log, installer=installer, extra=extra)
         groups, tests = prepared.test_groups(), prepared.test_modules()
         counts = ", ".join(f"{name}: {len(modules)}" for name, modules in groups.items())
@@ -132,9 +123,10 @@ def run_main_job(
         upstream = []
         if upstream_checkout:
             not_upstream = (*prepared.acceptance, *series_test_files(prepared.patches))
-            upstream = [run_upstream_tests(ws, env, tree, log, not_upstream), *run_static_gates(ws, env, tree, log)]
-            upstream += [docs] if (docs := run_docs_gate(ws, env, tree, log)) else []
-            upstream += run_hooks(ws, tree, log)
+            upstream = [gates.run_upstream_tests(ws, env, tree, log, not_upstream)]
+            upstream += gates.run_static_gates(ws, env, tree, log)
+            upstream += [docs] if (docs := gates.run_docs_gate(ws, env, tree, log)) else []
+            upstream += gates.run_hooks(ws, tree, log)
         return JobResult(prepared, torch, outcome, upstream, changed, changed_report)
 
 

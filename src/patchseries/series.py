@@ -169,8 +169,7 @@ def am_reads(path: Path, cwd: Path | None = None, within: Path | None = None) ->
 
 
 def trailers(message: str, name: str = "") -> list[tuple[str, str]]:
-    """``(key, value)`` of each trailer git reads in a message (its last paragraph, when git takes it as trailers); with
-    ``name``, a message whose Upstream-Status lines after the subject git does not read as one trailer is refused."""
+    """The ``(key, value)`` trailers git reads in ``message``; with ``name``, its status lines must be one trailer."""
     parse = ("-c", "trailer.separators=:", "interpret-trailers", "--parse", "--no-divider")  # no repository's trailer.*
     parsed = git(*parse, env={"GIT_DIR": os.devnull}, stdin=message).stdout.split("\n")[:-1]  # a U+2028 stays
     found = [(key.strip(), value.strip()) for key, _, value in (line.partition(":") for line in parsed)]
