@@ -60,6 +60,20 @@ def master(synthetic, upstream_clone) -> Path:
     return upstream_clone
 
 
+def _forward_after(synthetic, master, files: dict[str, str], message: str) -> subprocess.CompletedProcess[str]:
+    """`forward` once the release series has one more patch: a commit of ``files`` with ``message``, exported."""
+    commit(synthetic.tree, files, message)
+    from patchseries.export import export_series
+
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+    return synthetic.run("forward", "--checkout", str(master))
+
+
+def _pin_master_to_head(synthetic, master) -> None:
+    pin = synthetic.ws.patches / "master" / "base.toml"
+    pin.write_text(re.sub(r'commit = "\w+"', f'commit = "{git(master, "rev-parse", "HEAD")}"', pin.read_text()))
+
+
 def test_forward_carries_what_upstream_lacks_with_entries_under_their_heading(synthetic, master):
     proc = synthetic.run("forward", "--checkout", str(master))
 
@@ -86,15 +100,11 @@ def test_already_upstream_is_what_the_tree_holds_modes_and_three_way_merges_incl
     """A patch upstream took with a line near it changed is upstream (git am --3way: no changes); a mode change or a
     file named like a CHANGELOG that upstream lacks is not."""
     commit(master, {"src/fakelib/core.py": '"""The answer."""\ndef answer():\n    return 42\n'}, "Document it")
-    pin = synthetic.ws.patches / "master" / "base.toml"
-    pin.write_text(re.sub(r'commit = "\w+"', f'commit = "{git(master, "rev-parse", "HEAD")}"', pin.read_text()))
+    _pin_master_to_head(synthetic, master)
     (synthetic.tree / "src/fakelib/core.py").chmod(0o755)
     git(synthetic.tree, "commit", "-q", "-am", "Make core.py runnable\n\nUpstream-Status: Pending")
-    commit(synthetic.tree, {"src/fakelib/MIGRATION-CHANGELOG.md": "# Notes\n"}, "Add notes\n\nUpstream-Status: Pending")
-    from patchseries.export import export_series
-
-    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
-    proc = synthetic.run("forward", "--checkout", str(master))
+    notes = {"src/fakelib/MIGRATION-CHANGELOG.md": "# Notes\n"}
+    proc = _forward_after(synthetic, master, notes, "Add notes\n\nUpstream-Status: Pending")
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"0001-Fix-the-answer.patch +already upstream \(git am --3way finds its changes", proc.stdout)
@@ -438,11 +448,7 @@ def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master
     """A patch marked `Upstream-Status: Inappropriate [why]` (DEP-3) stays in the release series only."""
     picked = f"(cherry picked from commit {'a' * 40})"
     message = f"Work around a torch bug\n\n{status} [torch's bug, fixed in torch 9]\nBug: none\n{picked}"
-    commit(synthetic.tree, {"src/fakelib/workaround.py": "WORKAROUND = True\n"}, message)
-    from patchseries.export import export_series
-
-    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
-    proc = synthetic.run("forward", "--checkout", str(master))
+    proc = _forward_after(synthetic, master, {"src/fakelib/workaround.py": "WORKAROUND = True\n"}, message)
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"0004-Work-around-a-torch-bug.patch +release only \(torch's bug, fixed in torch 9\)", proc.stdout)
@@ -456,11 +462,7 @@ def test_a_release_only_workaround_is_reported_and_not_carried(synthetic, master
 def test_forward_refuses_a_patch_whose_status_git_does_not_read(synthetic, master, status):
     """Without a status forward cannot tell a release-only patch: it would carry it to upstream."""
     message = f"Work around a torch bug\n\n{status} [torch's bug]\nBug: none"
-    commit(synthetic.tree, {"src/fakelib/workaround.py": "WORKAROUND = True\n"}, message)
-    from patchseries.export import export_series
-
-    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
-    proc = synthetic.run("forward", "--checkout", str(master))
+    proc = _forward_after(synthetic, master, {"src/fakelib/workaround.py": "WORKAROUND = True\n"}, message)
 
     assert one_error(proc) == (
         "error: 0004-Work-around-a-torch-bug.patch has no Upstream-Status trailer git reads with a known value, by "
@@ -473,14 +475,9 @@ def test_forward_refuses_a_patch_whose_status_git_does_not_read(synthetic, maste
 def test_a_patch_upstream_merged_and_reverted_is_forwarded_with_a_changelog_file_it_adds(synthetic, master):
     """Upstream's tree decides, not its history: a commit with the patch's id may have been reverted since."""
     git(master, "revert", "--no-edit", "HEAD~1")  # upstream's "Fix the answer", the series' first patch
-    pin = synthetic.ws.patches / "master" / "base.toml"
-    pin.write_text(re.sub(r'commit = "\w+"', f'commit = "{git(master, "rev-parse", "HEAD")}"', pin.read_text()))
+    _pin_master_to_head(synthetic, master)
     new_changelog = {"src/fakelib/plugins/CHANGELOG.md": "# Changelog\n\nThe plugins' changes.\n\n## [unreleased]\n"}
-    commit(synthetic.tree, new_changelog, "Add the plugins' CHANGELOG\n\nUpstream-Status: Pending")
-    from patchseries.export import export_series
-
-    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
-    proc = synthetic.run("forward", "--checkout", str(master))
+    proc = _forward_after(synthetic, master, new_changelog, "Add the plugins' CHANGELOG\n\nUpstream-Status: Pending")
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"0001-Fix-the-answer.patch +forwarded", proc.stdout)
@@ -492,11 +489,8 @@ def test_forward_refuses_a_changelog_line_it_cannot_carry(synthetic, master):
     """Forward re-places the entries a patch adds; an entry it rewords or removes would be lost on the way."""
     changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
     reworded = changelog.read_text().replace("- Fixed the version\n", "- Fixed the version, in wheels too\n")
-    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": reworded}, "Reword an entry\n\nUpstream-Status: Pending")
-    from patchseries.export import export_series
-
-    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
-    proc = synthetic.run("forward", "--checkout", str(master))
+    message = "Reword an entry\n\nUpstream-Status: Pending"
+    proc = _forward_after(synthetic, master, {"src/fakelib/CHANGELOG.md": reworded}, message)
 
     assert one_error(proc) == (
         "error: 0004-Reword-an-entry.patch removes '- Fixed the version' in src/fakelib/CHANGELOG.md: forward carries "
