@@ -13,7 +13,7 @@ import pytest
 
 from conftest import TOOL, between, cli, commit, files_of, git, one_error, shell
 from patchseries.errors import SeriesError
-from patchseries.export import drift_report
+from patchseries.export import drift_report, export_series
 from patchseries.forward import add_entry, changelog_entries, check_onto, forward_message, forward_series
 from patchseries.interrupts import SIGNAL_AT_ENV
 from patchseries.lock import series_lock
@@ -622,6 +622,35 @@ def test_patch_that_applies_is_reported_clean(synthetic):
     standings = check_onto(synthetic.tree, "master", read_series(synthetic.ws.series_file), synthetic.ws.scratch)
 
     assert [s.status for s in standings] == ["applies cleanly", "applies cleanly"]
+
+
+def test_a_submodule_bump_a_rename_and_an_empty_new_file_are_judged_as_git_would(synthetic):
+    """Upstream lacks each: the submodule's commit, the rename (upstream renamed the file otherwise), the empty file
+    (upstream's has lines); git's own `git am --3way` stops on the rename, and no check may call them upstream."""
+    tree = synthetic.tree
+    legacy = {"src/fakelib/legacy.py": "".join(f"LINE_{n} = {n}\n" for n in range(30))}
+    commit(tree, legacy, "Legacy\n\nUpstream-Status: Pending")
+    (tree / "_notebooks").mkdir()  # a submodule not checked out, as in a clone of Lightning
+    git(tree, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},_notebooks")
+    git(tree, "commit", "-q", "-m", "Add the notebooks\n\nUpstream-Status: Pending")
+    git(tree, "branch", "master")  # upstream: the series so far
+    git(tree, "update-index", "--cacheinfo", f"160000,{'2' * 40},_notebooks")
+    git(tree, "commit", "-q", "-m", "Bump the notebooks\n\nUpstream-Status: Pending")
+    git(tree, "mv", "src/fakelib/legacy.py", "src/fakelib/compat.py")
+    git(tree, "commit", "-q", "-m", "Rename legacy to compat\n\nUpstream-Status: Pending")
+    commit(tree, {"src/fakelib/py.typed": ""}, "Mark it typed\n\nUpstream-Status: Pending")
+    export_series(tree, synthetic.ws.patches, branch="series")
+    git(tree, "checkout", "-q", "master")
+    git(tree, "mv", "src/fakelib/legacy.py", "src/fakelib/old.py")
+    commit(tree, {"src/fakelib/py.typed": "partial\n"}, "Rename legacy to old; typed in part")
+
+    standings = check_onto(tree, "master", read_series(synthetic.ws.series_file)[4:], synthetic.ws.scratch)
+
+    assert [(s.status, s.detail) for s in standings] == [
+        ("applies cleanly", ""),
+        ("conflicts", "src/fakelib/compat.py, src/fakelib/legacy.py, src/fakelib/old.py"),
+        ("conflicts", "src/fakelib/py.typed: upstream's differ"),
+    ]
 
 
 def test_check_onto_judges_each_patch_on_its_own_when_git_am_abort_fails(synthetic, upstream_clone, tmp_path):

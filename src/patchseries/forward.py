@@ -77,7 +77,10 @@ def _try(repo: Path, patch: Patch) -> Outcome:
     head = out("rev-parse", "HEAD", cwd=repo)
     proc = git("am", "--3way", *keep_cr(patch.path), *options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode == 0 and out("rev-parse", "HEAD", cwd=repo) == head:  # "No changes -- Patch already applied"
-        return Outcome(patch.name, "already upstream", "git am --3way finds its changes there")
+        news = [f"--include={path}" for path in patch.new_files]  # the merge takes upstream's for a new empty file
+        if already_present(repo, patch.path, [*options, *news]) if news else True:
+            return Outcome(patch.name, "already upstream", "git am --3way finds its changes there")
+        return Outcome(patch.name, "conflicts", f"{', '.join(patch.new_files)}: upstream's differ")
     if proc.returncode == 0:
         return Outcome(patch.name, "applies cleanly")
     files = failed_files(repo, proc)

@@ -20,7 +20,7 @@ ENCODING_ERRORS = "surrogateescape"
 STABLE_CONFIG = (
     *("core.autocrlf=false", "core.fileMode=true", "core.quotePath=true", "commit.gpgSign=false"),
     *("diff.noprefix=false", "diff.mnemonicPrefix=false", "diff.relative=false", "diff.renames=false"),
-    *("am.threeWay=false", "am.keepcr=false", "am.messageId=false", "mailinfo.scissors=false"),
+    *("am.threeWay=false", "am.keepcr=false", "am.messageId=false", "mailinfo.scissors=false", "merge.renames=1"),
     *("init.defaultBranch=main", "i18n.logOutputEncoding=UTF-8", "i18n.commitEncoding=UTF-8"),
     *("core.attributesFile=/dev/null", "core.bigFileThreshold=512m", "log.showSignature=false"),
 )
