@@ -494,8 +494,8 @@ def test_forward_refuses_a_changelog_line_it_cannot_carry(synthetic, master):
 
     assert one_error(proc) == (
         "error: 0004-Reword-an-entry.patch removes '- Fixed the version' in src/fakelib/CHANGELOG.md: forward carries "
-        "CHANGELOG entries added as `- ` items with indented lines, nothing else; write it so, or mark the patch "
-        "`Upstream-Status: Inappropriate [why]`"
+        "only entries added as `- ` items with indented lines; write it so, or mark the patch `Upstream-Status: "
+        "Inappropriate [why]`"
     )
     assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]
 

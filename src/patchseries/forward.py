@@ -19,9 +19,8 @@ from patchseries.series import Patch, file_sections, hunks, keep_cr, section_pat
 from patchseries.trees import already_present, failed_files, fetch_advice, refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
-# DEP-3's fields (and Bug-Debian, ...): the release series carries them, upstream's commits do not
 DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Description")
-_DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-[a-z0-9-]+)")  # a key, any case
+_DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-[a-z0-9-]+)")  # any case: the release's trailers, not upstream's
 _KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
@@ -137,9 +136,8 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
         return []
     entries, others = changelog_entries(patch.path.read_bytes().decode(errors=ENCODING_ERRORS))
     if others:
-        raise SeriesError(f"{patch.name} {others[0]}: forward carries CHANGELOG entries added as `- ` items with "
-                          "indented lines, nothing else; write it so, or mark the patch `Upstream-Status: "
-                          "Inappropriate [why]`")  # fmt: skip
+        raise SeriesError(f"{patch.name} {others[0]}: forward carries only entries added as `- ` items with indented "
+                          "lines; write it so, or mark the patch `Upstream-Status: Inappropriate [why]`")  # fmt: skip
     found = []
     for path, index, entry in entries:
         above = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS).split("\n")[:index]  # a CR is no line end

@@ -153,8 +153,7 @@ def parse_patch(path: Path) -> Patch:
     if (check := git("apply", "--numstat", path, check=False)).returncode != 0:
         reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
         raise SeriesError(f"{path.name} is malformed: {reason}")
-    subject = re.sub(r"^\[[^\]]*\] ", "", str(subject))  # without git's [PATCH]
-    return Patch(path=path, subject=subject, changes=tuple(changes))
+    return Patch(path, re.sub(r"^\[[^\]]*\] ", "", str(subject)), tuple(changes))  # the subject without [PATCH]
 
 
 def am_reads(path: Path, cwd: Path | None = None, within: Path | None = None) -> tuple[dict[str, str], str, int]:
