@@ -307,6 +307,13 @@ def test_an_entry_keeps_its_lines_and_paragraphs_and_other_lines_are_named():
     ]
 
 
+def test_a_blank_context_line_an_editor_trimmed_is_read_as_git_apply_reads_it():
+    trimmed = ENTRY_PATCH.replace("\n \n", "\n\n")  # the blank line under the heading, its space gone
+
+    assert changelog_entries(trimmed) == changelog_entries(ENTRY_PATCH)
+    assert len(changelog_entries(trimmed)[0]) == 2
+
+
 def test_an_entry_keeps_its_continuation_lines():
     # post-image line indexes: the hunk starts at line 5 (index 4); "### Fixed", "", then the entries
     assert changelog_entries(ENTRY_PATCH)[0] == [
@@ -465,9 +472,9 @@ def test_forward_refuses_a_patch_whose_status_git_does_not_read(synthetic, maste
     proc = _forward_after(synthetic, master, {"src/fakelib/workaround.py": "WORKAROUND = True\n"}, message)
 
     assert one_error(proc) == (
-        "error: 0004-Work-around-a-torch-bug.patch has no Upstream-Status trailer git reads with a known value, by "
-        "which forward carries it or not; write one (pending, submitted, accepted, backport, denied, "
-        "inactive-upstream, inappropriate) in its last paragraph"
+        "error: 0004-Work-around-a-torch-bug.patch has no Upstream-Status trailer git reads with a value forward "
+        "knows: write one (pending, submitted, accepted, backport, denied, inactive-upstream, inappropriate) in its "
+        "last paragraph, of trailers"
     )
     assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]
 
@@ -494,7 +501,7 @@ def test_forward_refuses_a_changelog_line_it_cannot_carry(synthetic, master):
 
     assert one_error(proc) == (
         "error: 0004-Reword-an-entry.patch removes '- Fixed the version' in src/fakelib/CHANGELOG.md: forward carries "
-        "only entries added as `- ` items with indented lines; write it so, or mark the patch `Upstream-Status: "
+        "`- ` entries with indented lines only; write it so, or move it to a patch marked `Upstream-Status: "
         "Inappropriate [why]`"
     )
     assert sorted(p.name for p in (synthetic.ws.patches / "master").iterdir()) == ["base.toml"]

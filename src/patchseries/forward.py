@@ -107,8 +107,8 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) 
 
 def release_only(patch: Patch) -> bool:  # by its status, which forward needs: a typo in the key is no status
     if (status := re.split(r"[^\w-]", patch.trailer("Upstream-Status").lower(), maxsplit=1)[0]) not in _STATUSES:
-        raise SeriesError(f"{patch.name} has no Upstream-Status trailer git reads with a known value, by which forward "
-                          f"carries it or not; write one ({', '.join(_STATUSES)}) in its last paragraph")  # fmt: skip
+        raise SeriesError(f"{patch.name} has no Upstream-Status trailer git reads with a value forward knows: write "
+                          f"one ({', '.join(_STATUSES)}) in its last paragraph, of trailers")  # fmt: skip
     return status == "inappropriate"
 
 
@@ -136,8 +136,8 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
         return []
     entries, others = changelog_entries(patch.path.read_bytes().decode(errors=ENCODING_ERRORS))
     if others:
-        raise SeriesError(f"{patch.name} {others[0]}: forward carries only entries added as `- ` items with indented "
-                          "lines; write it so, or mark the patch `Upstream-Status: Inappropriate [why]`")  # fmt: skip
+        raise SeriesError(f"{patch.name} {others[0]}: forward carries `- ` entries with indented lines only; write "
+                          "it so, or move it to a patch marked `Upstream-Status: Inappropriate [why]`")  # fmt: skip
     found = []
     for path, index, entry in entries:
         above = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS).split("\n")[:index]  # a CR is no line end
