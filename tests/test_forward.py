@@ -492,6 +492,22 @@ def test_a_patch_upstream_merged_and_reverted_is_forwarded_with_a_changelog_file
     assert "src/fakelib/plugins/CHANGELOG.md" in forwarded[-1].new_files
 
 
+def test_entries_are_read_as_git_am_reads_the_patch_mailed_as_quoted_printable(synthetic, master):
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    added = changelog.read_text().replace("- Fixed the version\n", "- Fixed the version\n\n- Fixed `a == b`\n")
+    files = {"src/fakelib/CHANGELOG.md": added, CORE: "def answer():\n    return 43\n"}
+    commit(synthetic.tree, files, "Fix a\n\nUpstream-Status: Pending")
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+    mailed = synthetic.ws.patches / "0004-Fix-a.patch"
+    headers, body = mailed.read_text().split("\n\n", 1)
+    mime = "MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: quoted-printable"
+    mailed.write_text(f"{headers}\n{mime}\n\n{body.replace('a == b', 'a =3D=3D b')}")
+
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+
+    assert "+- Fixed `a == b`" in (synthetic.ws.patches / "master" / "0003-Fix-a.patch").read_text()
+
+
 def test_forward_refuses_a_changelog_line_it_cannot_carry(synthetic, master):
     """Forward re-places the entries a patch adds; an entry it rewords or removes would be lost on the way."""
     changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"

@@ -134,7 +134,7 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
         raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `{check}` first")
     if release_only(patch):  # its entries stay in the release series
         return []
-    entries, others = changelog_entries(patch.path.read_bytes().decode(errors=ENCODING_ERRORS))
+    entries, others = changelog_entries(git("show", "--format=", "HEAD", cwd=repo).stdout)  # as git am read the mail
     if others:
         raise SeriesError(f"{patch.name} {others[0]}: forward carries `- ` entries with indented lines only; write "
                           "it so, or move it to a patch marked `Upstream-Status: Inappropriate [why]`")  # fmt: skip
