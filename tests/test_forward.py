@@ -672,7 +672,28 @@ def test_a_submodule_bump_a_rename_and_an_empty_new_file_are_judged_as_git_would
     assert [(s.status, s.detail) for s in standings] == [
         ("applies cleanly", ""),
         ("conflicts", "src/fakelib/compat.py, src/fakelib/legacy.py, src/fakelib/old.py"),
-        ("conflicts", "src/fakelib/py.typed: upstream's differ"),
+        ("conflicts", "src/fakelib/py.typed: upstream has its own"),
+    ]
+
+
+def test_a_three_way_merge_that_writes_other_lines_than_the_patch_is_a_conflict(synthetic):
+    """Upstream's union merge attribute, upstream's content for a new empty file, a file name that is a glob."""
+    tree = synthetic.tree
+    plugins = {"src/fakelib/plugins/__init__.py": "", "src/fakelib/plugins/base.py": "class Plugin:\n    pass\n"}
+    commit(tree, plugins, "Make plugins a package\n\nUpstream-Status: Pending")
+    commit(tree, {"src/fakelib/routes/[id].py": ""}, "Add a route\n\nUpstream-Status: Pending")
+    export_series(tree, synthetic.ws.patches, branch="series")
+    git(tree, "checkout", "-q", "-b", "master", "base")
+    stubs = {"src/fakelib/plugins/__init__.py": "raise ImportError\n", "src/fakelib/routes/[id].py": "raise KeyError\n"}
+    commit(tree, {".gitattributes": "*.py merge=union\n", CORE: "def answer():\n    return 43\n", **stubs}, "Up")
+
+    standings = check_onto(tree, "master", read_series(synthetic.ws.series_file), synthetic.ws.scratch)
+
+    assert [(s.status, s.detail) for s in standings] == [
+        ("conflicts", "git am --3way merged other lines than the patch's"),
+        ("applies cleanly", ""),
+        ("conflicts", "git am --3way merged other lines than the patch's"),
+        ("conflicts", "src/fakelib/routes/[id].py: upstream has its own"),
     ]
 
 

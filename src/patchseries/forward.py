@@ -32,8 +32,7 @@ class Outcome(NamedTuple):  # status: "already upstream", "release only", "forwa
     detail: str = ""
 
 
-def check_onto(upstream: Path, ref: str, patches: list[Patch], scratch: Path) -> list[Outcome]:
-    """Each patch tried on ``ref`` of ``upstream`` (cloned under ``scratch``)."""
+def check_onto(upstream: Path, ref: str, patches: list[Patch], scratch: Path) -> list[Outcome]:  # cloned in scratch
     with scratch_clone(upstream, _commit(upstream, ref, "the ref"), scratch) as repo:
         return [_try(repo, patch) for patch in patches]
 
@@ -62,37 +61,39 @@ def forward_series(
 
 
 def _commit(repo: Path, ref: str, what: str) -> str:
-    proc = git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=repo, check=False)
-    if proc.returncode != 0:
+    if (proc := git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=repo, check=False)).returncode != 0:
         raise SeriesError(f"{repo} lacks {what} {ref!r}; {fetch_advice(repo)} and re-run")
     return proc.stdout.strip()
 
 
 def _try(repo: Path, patch: Patch) -> Outcome:
-    """``patch`` on HEAD, CHANGELOGs aside: already upstream by the tree (history may revert), applied, or conflicts."""
-    options = [f"--exclude={c.path}" for c in patch.changes if _CHANGELOG.search(c.path) and c.kind != "new"]
+    """``patch`` on HEAD, CHANGELOGs aside: already upstream by the tree (not history), applied as written, or not."""
+    options = [f"--exclude={_only(c.path)}" for c in patch.changes if _CHANGELOG.search(c.path) and c.kind != "new"]
     if len(options) < len(patch.changes) and already_present(repo, patch.path, options):
         return Outcome(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
-    head = out("rev-parse", "HEAD", cwd=repo)
+    head, wanted = out("rev-parse", "HEAD", cwd=repo), out("apply", "--numstat", *options, patch.path, cwd=repo)
     proc = git("am", "--3way", *keep_cr(patch.path), *options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode == 0 and out("rev-parse", "HEAD", cwd=repo) == head:  # "No changes -- Patch already applied"
-        news = [f"--include={path}" for path in patch.new_files]  # the merge takes upstream's for a new empty file
+        news = [f"--include={_only(path)}" for path in patch.new_files]  # the merge keeps upstream's for an empty one
         if already_present(repo, patch.path, [*options, *news]) if news else True:
             return Outcome(patch.name, "already upstream", "git am --3way finds its changes there")
-        return Outcome(patch.name, "conflicts", f"{', '.join(patch.new_files)}: upstream's differ")
-    if proc.returncode == 0:
+        return Outcome(patch.name, "conflicts", f"{', '.join(patch.new_files)}: upstream has its own")
+    if proc.returncode == 0 and set(out("diff", "--numstat", head, cwd=repo).splitlines()) == set(wanted.splitlines()):
         return Outcome(patch.name, "applies cleanly")
-    files = failed_files(repo, proc)
-    git("am", "--quit", cwd=repo, env=TOOL_IDENTITY)  # the next patch is tried on its own, on a clean tree
-    git("reset", "--quiet", "--hard", cwd=repo, env=TOOL_IDENTITY)
+    files = failed_files(repo, proc) if proc.returncode else ["git am --3way merged other lines than the patch's"]
+    git("am", "--quit", cwd=repo, env=TOOL_IDENTITY, check=False)  # the next patch is tried alone, on a clean tree
+    git("reset", "--quiet", "--hard", head, cwd=repo, env=TOOL_IDENTITY)
     return Outcome(patch.name, "conflicts", ", ".join(files) or failure_cause(proc))
+
+
+def _only(path: str) -> str:  # git apply's --include and --exclude take wildmatch patterns: the path, [*?\ escaped
+    return re.sub(r"[][*?\\]", r"\\\g<0>", path)
 
 
 def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) -> Outcome:
     if release_only(patch):  # DEP-3: a release-only workaround, which upstream will not take; why, less "Inappropriate"
         return Outcome(patch.name, "release only", patch.trailer("Upstream-Status")[13:].strip(" []"))
-    result = _try(repo, patch)
-    if result.status != "applies cleanly":
+    if (result := _try(repo, patch)).status != "applies cleanly":
         return result
     for changelog, heading, text in entries:
         if add_entry(repo, changelog, heading, text):

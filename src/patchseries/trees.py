@@ -443,8 +443,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
     return result
 
 
-def already_present(repo: Path, patch: Path, options: list[str]) -> bool:
-    """Whether HEAD has ``patch``'s changes: its reverse applies, and the modes it sets (not checked so) are HEAD's."""
+def already_present(repo: Path, patch: Path, options: list[str]) -> bool:  # its reverse applies, with HEAD's modes
     reverse = git("apply", "--cached", "--check", "--reverse", *options, patch, cwd=repo, check=False).returncode == 0
     modes = _MODE_CHANGE.findall(out("apply", "--summary", *options, patch, cwd=repo)) if reverse else []
     return reverse and all(out("ls-tree", "HEAD", "--", path, cwd=repo).startswith(mode) for mode, path in modes)
