@@ -30,6 +30,7 @@ def test_series_is_applied_on_its_own_branch(synthetic):
     assert git(base.path, "symbolic-ref", "--short", "HEAD") == SERIES_BRANCH
     assert "return 42" in (base.path / "src/fakelib/core.py").read_text()
     assert git(base.path, "status", "--porcelain") == ""
+    assert not (base.path / ".git/info/attributes").exists()  # applying's own merge setting, gone once applied
 
 
 def test_applied_series_is_reproducible(synthetic, tmp_path):

@@ -677,7 +677,8 @@ def test_a_submodule_bump_a_rename_and_an_empty_new_file_are_judged_as_git_would
 
 
 def test_a_three_way_merge_that_writes_other_lines_than_the_patch_is_a_conflict(synthetic):
-    """Upstream's union merge attribute, upstream's content for a new empty file, a file name that is a glob."""
+    """Upstream's union merge attribute (git's text merge is used: a conflict), upstream's content for a new empty
+    file beside another, a new file whose name is a glob."""
     tree = synthetic.tree
     plugins = {"src/fakelib/plugins/__init__.py": "", "src/fakelib/plugins/base.py": "class Plugin:\n    pass\n"}
     commit(tree, plugins, "Make plugins a package\n\nUpstream-Status: Pending")
@@ -690,7 +691,7 @@ def test_a_three_way_merge_that_writes_other_lines_than_the_patch_is_a_conflict(
     standings = check_onto(tree, "master", read_series(synthetic.ws.series_file), synthetic.ws.scratch)
 
     assert [(s.status, s.detail) for s in standings] == [
-        ("conflicts", "git am --3way merged other lines than the patch's"),
+        ("conflicts", "src/fakelib/core.py"),
         ("applies cleanly", ""),
         ("conflicts", "git am --3way merged other lines than the patch's"),
         ("conflicts", "src/fakelib/routes/[id].py: upstream has its own"),

@@ -323,6 +323,8 @@ def scratch_clone(repo: Path, commit: str, scratch: Path) -> Iterator[Path]:
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         git("clone", "--quiet", "--shared", "--no-checkout", repo, tree := Path(tmp) / "tree")
+        (tree / ".git/info").mkdir(exist_ok=True)  # git's own text merge for the series, never a tree's merge driver
+        (tree / ".git/info/attributes").write_text("* merge=text\n")  # (a union merge keeps both sides, silently)
         git("checkout", "--quiet", "--detach", commit, cwd=tree)
         yield tree
 

@@ -16,7 +16,7 @@ from patchseries.paths import tool_command
 from patchseries.pin import Pin
 from patchseries.progress import Log, quiet
 from patchseries.series import Patch, file_sections, hunks, keep_cr, section_path, trailers
-from patchseries.trees import already_present, failed_files, fetch_advice, refuse_operation_in_progress
+from patchseries.trees import already_present, failed_files, fetch_advice, literal, refuse_operation_in_progress
 
 _CHANGELOG = re.compile(r"(^|/)CHANGELOG\.md$")
 DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Description")
@@ -68,13 +68,13 @@ def _commit(repo: Path, ref: str, what: str) -> str:
 
 def _try(repo: Path, patch: Patch) -> Outcome:
     """``patch`` on HEAD, CHANGELOGs aside: already upstream by the tree (not history), applied as written, or not."""
-    options = [f"--exclude={_only(c.path)}" for c in patch.changes if _CHANGELOG.search(c.path) and c.kind != "new"]
+    options = [f"--exclude={literal(c.path)}" for c in patch.changes if _CHANGELOG.search(c.path) and c.kind != "new"]
     if len(options) < len(patch.changes) and already_present(repo, patch.path, options):
         return Outcome(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
     head, wanted = out("rev-parse", "HEAD", cwd=repo), out("apply", "--numstat", *options, patch.path, cwd=repo)
     proc = git("am", "--3way", *keep_cr(patch.path), *options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode == 0 and out("rev-parse", "HEAD", cwd=repo) == head:  # "No changes -- Patch already applied"
-        news = [f"--include={_only(path)}" for path in patch.new_files]  # the merge keeps upstream's for an empty one
+        news = [f"--include={literal(path)}" for path in patch.new_files]  # the merge keeps upstream's for an empty one
         if already_present(repo, patch.path, [*options, *news]) if news else True:
             return Outcome(patch.name, "already upstream", "git am --3way finds its changes there")
         return Outcome(patch.name, "conflicts", f"{', '.join(patch.new_files)}: upstream has its own")
@@ -84,10 +84,6 @@ def _try(repo: Path, patch: Patch) -> Outcome:
     git("am", "--quit", cwd=repo, env=TOOL_IDENTITY, check=False)  # the next patch is tried alone, on a clean tree
     git("reset", "--quiet", "--hard", head, cwd=repo, env=TOOL_IDENTITY)
     return Outcome(patch.name, "conflicts", ", ".join(files) or failure_cause(proc))
-
-
-def _only(path: str) -> str:  # git apply's --include and --exclude take wildmatch patterns: the path, [*?\ escaped
-    return re.sub(r"[][*?\\]", r"\\\g<0>", path)
 
 
 def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) -> Outcome:

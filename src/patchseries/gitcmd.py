@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -57,7 +58,8 @@ def git(
     text = [stream.decode(errors=ENCODING_ERRORS) for stream in (done.stdout, done.stderr)]
     proc = subprocess.CompletedProcess(command, done.returncode, *text)
     if check and proc.returncode != 0:
-        raise SeriesError(f"git {_short(args)} failed: {failure_cause(proc)}")
+        named = re.sub(r"^(-c \S+ )+", "", " ".join(map(str, args))).split(" ")[:3]  # its subcommand, two arguments
+        raise SeriesError(f"git {' '.join(named)} failed: {failure_cause(proc)}")
     return proc
 
 
@@ -102,13 +104,6 @@ def worktrees(repo: Path) -> list[Path]:
 
 def has_path(repo: Path, path: str, ref: str = "HEAD") -> bool:
     return git("cat-file", "-e", f"{ref}:{path}", cwd=repo, check=False).returncode == 0
-
-
-def _short(args: Sequence[str | Path]) -> str:  # a failed command's name: the subcommand and two arguments
-    words = [str(a) for a in args]
-    while words[:1] == ["-c"]:
-        words = words[2:]
-    return " ".join(words[:3])
 
 
 def patch_id_of_file(path: Path) -> str:

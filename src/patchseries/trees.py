@@ -416,6 +416,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
     """Apply ``patches`` on branch ``series`` of the fresh repository ``base``; raise if one does not apply."""
     repo, result = base.path, ApplyResult(head="")
     git("checkout", "--quiet", "-b", SERIES_BRANCH, BASE_REF, cwd=repo)
+    (attributes := git_path(repo, "info/attributes")).write_text("* merge=text\n")  # as scratch_clone's, until applied
     for patch in patches:
         # the hunks for files the sdist lacks (upstream docs and tests) and no earlier patch added
         lacking = [path for path in patch.touched_existing if path.startswith(pin.sdist_lacks)]
@@ -424,7 +425,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
             log(f"{patch.name}: excluding {', '.join(excludes)} (not shipped in the {base.source} base)")
         if len(excludes) == len(patch.changes):
             continue
-        options = [f"--exclude={path}" for path in excludes]
+        options = [f"--exclude={literal(path)}" for path in excludes]
         if already_present(repo, patch.path, options):
             log(f"{patch.name}: already present in the base, skipped")
             result.already_present.append(patch.name)
@@ -440,7 +441,12 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
         result.applied.append(patch.name)
         log(f"applied {patch.name}")
     result.head = out("rev-parse", "HEAD", cwd=repo)
+    attributes.unlink()
     return result
+
+
+def literal(path: str) -> str:  # git apply's --include and --exclude take wildmatch patterns: the path, [*?\ escaped
+    return re.sub(r"[][*?\\]", r"\\\g<0>", path)
 
 
 def already_present(repo: Path, patch: Path, options: list[str]) -> bool:  # its reverse applies, with HEAD's modes
