@@ -508,6 +508,17 @@ def test_entries_are_read_as_git_am_reads_the_patch_mailed_as_quoted_printable(s
     assert "+- Fixed `a == b`" in (synthetic.ws.patches / "master" / "0003-Fix-a.patch").read_text()
 
 
+def test_entries_of_a_changelog_the_tree_marks_binary_are_carried(synthetic, master):
+    """A tree's `-diff` makes export write the CHANGELOG as a binary patch: forward reads git's text diff of it."""
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    added = changelog.read_text().replace("- Fixed the version\n", "- Fixed the version\n\n- Fixed b\n")
+    files = {".gitattributes": "*.md -diff\n", "src/fakelib/CHANGELOG.md": added, CORE: "def answer():\n    return 4\n"}
+    proc = _forward_after(synthetic, master, files, "Fix b\n\nUpstream-Status: Pending")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "+- Fixed b\n" in (synthetic.ws.patches / "master" / "0003-Fix-b.patch").read_text()
+
+
 def test_forward_refuses_a_changelog_line_it_cannot_carry(synthetic, master):
     """Forward re-places the entries a patch adds; an entry it rewords or removes would be lost on the way."""
     changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"

@@ -32,7 +32,7 @@ from patchseries.series import (
     section_path,
     trailers,
 )
-from patchseries.trees import BASE_REF, BaseRecord, fetch_advice, refuse_operation_in_progress
+from patchseries.trees import BASE_REF, TOOL_ATTRIBUTES, BaseRecord, fetch_advice, refuse_operation_in_progress
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (
@@ -323,8 +323,8 @@ def scratch_clone(repo: Path, commit: str, scratch: Path) -> Iterator[Path]:
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         git("clone", "--quiet", "--shared", "--no-checkout", repo, tree := Path(tmp) / "tree")
-        (tree / ".git/info").mkdir(exist_ok=True)  # git's own text merge for the series, never a tree's merge driver
-        (tree / ".git/info/attributes").write_text("* merge=text\n")  # (a union merge keeps both sides, silently)
+        (tree / ".git/info").mkdir(exist_ok=True)
+        (tree / ".git/info/attributes").write_text(TOOL_ATTRIBUTES)
         git("checkout", "--quiet", "--detach", commit, cwd=tree)
         yield tree
 

@@ -47,6 +47,7 @@ _IN_PROGRESS = {  # what it is, how to finish it, how to abort it
     "REVERT_HEAD": ("a git revert", "git revert --continue", "git revert --abort"),
     "BISECT_LOG": ("a git bisect", "git bisect reset", "git bisect reset"),
 }
+TOOL_ATTRIBUTES = "* merge=text !diff\n"  # where the tool runs git am: git's merge and diff, no union driver or -diff
 _MODE_CHANGE = re.compile(r"(?m)^ ?(?:mode change \d{6} =>|create mode) (\d{6}) (.+)$")  # `git apply --summary`
 _FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
 
@@ -416,7 +417,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
     """Apply ``patches`` on branch ``series`` of the fresh repository ``base``; raise if one does not apply."""
     repo, result = base.path, ApplyResult(head="")
     git("checkout", "--quiet", "-b", SERIES_BRANCH, BASE_REF, cwd=repo)
-    (attributes := git_path(repo, "info/attributes")).write_text("* merge=text\n")  # as scratch_clone's, until applied
+    (attributes := git_path(repo, "info/attributes")).write_text(TOOL_ATTRIBUTES)  # until the series is applied
     for patch in patches:
         # the hunks for files the sdist lacks (upstream docs and tests) and no earlier patch added
         lacking = [path for path in patch.touched_existing if path.startswith(pin.sdist_lacks)]
