@@ -259,8 +259,8 @@ def hunks(section: str) -> list[list[tuple[str, int, str]]]:
         old, number, new = (int(count) if count is not None else 1 for count in header.groups())
         hunk: list[tuple[str, int, str]] = []
         while old > 0 or new > 0:
-            line = next(lines, "\0")  # an empty line is a blank context line an editor trimmed: git apply reads it so
-            marker = line[:1] or " "
+            line = next(lines, "\0")  # past the section's end: no marker, the hunk ends
+            marker = line[:1] or " "  # an empty line: a blank context line an editor trimmed, as git apply reads it
             if marker == "\\":  # "\ No newline at end of file"
                 continue
             if marker not in (" ", "+", "-"):
