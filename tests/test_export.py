@@ -1099,29 +1099,46 @@ def test_checks_one_remedy_fixes_all_it_found_as_printed_and_keeps_the_hand_edit
     assert again.returncode == 0, again.stdout + again.stderr
 
 
-def test_export_from_a_tree_older_than_the_committed_series_says_what_it_removed_and_how_to_restore_it(synthetic):
-    patches, tree = synthetic.ws.patches, synthetic.tree
-    commit(tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
-    assert synthetic.run("export").returncode == 0
-    _in_git(patches)  # the series as committed: three patches
-    current = git(tree, "rev-parse", "series")
-    git(tree, "reset", "-q", "--hard", "series~1")  # a tree made before the third patch was committed
+def test_export_from_a_tree_older_than_the_committed_series_says_what_it_removed_and_how_to_restore_it(
+    synthetic, tmp_path
+):
+    patches, tree, colleague = synthetic.ws.patches, synthetic.tree, tmp_path / "colleague"
+    git(tmp_path, "clone", "-q", "-b", "series", str(tree), str(colleague))  # a colleague's tree, not made by edit
+    git(colleague, "branch", "base", "origin/base")
+    commit(colleague, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    export_series(colleague, patches, branch="series")
+    _in_git(patches)  # the series as committed: three patches, the third one the tree never held
     commit(tree, {CORE: "def answer():\n    return 43\n"}, "My change")
+
+    exported, again = synthetic.run("export"), synthetic.run("export")
+
+    assert exported.returncode == 0, exported.stderr
+    (note,) = [line for line in exported.stdout.splitlines() if line.startswith("note:")]
+    assert note.startswith("note: replaced or removed 0003-Bump-the-version.patch, which the tree"), note
+    assert again.returncode == 0, again.stderr
+    assert "note:" not in again.stdout, again.stdout  # the series is what the tree wrote: nothing to say
+    restored = shell(note.split("`")[1])
+    assert restored.returncode == 0, restored.stderr
+    assert git(patches, "diff", "--stat", "HEAD", "--", "series", "*.patch") == ""  # the series as committed
+    assert synthetic.run("check").returncode == 0
+
+
+def test_export_from_a_tree_older_than_a_committed_change_to_a_patch_names_the_patch_it_rewrites(synthetic):
+    """A colleague's change to a patch, pulled after the tree was made, is not in the tree: export says it undid it."""
+    patches = synthetic.ws.patches
+    fix = patches / "0001-Fix-the-answer.patch"
+    _in_git(patches)
+    fix.write_text(fix.read_text().replace("+    return 42", "+    return 42  # the answer"))
+    git(patches, "commit", "-q", "-am", "A colleague's change")
+    assert synthetic.run("check").returncode == 1  # the tree lacks it: check's remedy would export the tree
 
     exported = synthetic.run("export")
 
     assert exported.returncode == 0, exported.stderr
     (note,) = [line for line in exported.stdout.splitlines() if line.startswith("note:")]
-    assert note.startswith(f"note: removed 0003-Bump-the-version.patch, committed in {patches} but not on series")
-    restored = shell(note.split("`")[1])
-    assert restored.returncode == 0, restored.stderr
-    assert git(patches, "diff", "--stat", "HEAD", "--", "series", "*.patch") == ""  # the series as committed
-    assert synthetic.run("check").returncode == 0
-    git(tree, "reset", "-q", "--hard", current)
-    git(tree, "commit", "-q", "--amend", "-m", "Bump the version, reworded")
-    reworded = synthetic.run("export")  # removes the committed 0003, whose change the branch has
-    assert reworded.returncode == 0, reworded.stderr
-    assert "note:" not in reworded.stdout
+    assert note.startswith(f"note: replaced or removed {fix.name}, which the tree"), note
+    assert shell(note.split("`")[1]).returncode == 0
+    assert "return 42  # the answer" in fix.read_text()
 
 
 def test_export_refuses_a_status_line_git_does_not_read_as_the_one_trailer(synthetic):

@@ -687,16 +687,21 @@ def test_a_submodule_bump_a_rename_and_an_empty_new_file_are_judged_as_git_would
     ]
 
 
-def test_a_three_way_merge_that_writes_other_lines_than_the_patch_is_a_conflict(synthetic):
+def test_a_three_way_merge_that_writes_other_lines_or_places_than_the_patch_is_a_conflict(synthetic):
     """Upstream's union merge attribute (git's text merge is used: a conflict), upstream's content for a new empty
-    file beside another, a new file whose name is a glob."""
-    tree = synthetic.tree
+    file beside another, a new file whose name is a glob, a hunk whose context upstream changed and which git am
+    applies to an identical block elsewhere (a 3-way merge places it by the file's history)."""
+    tree, body = synthetic.tree, "    w = 0\n    x = 0\n    a = 1\n    b = 2\n    c = 3\n    y = 4\n    z = 5\n"
+    hooks = f"def on_validation(batch):\n{body}\n\ndef on_test(batch):\n{body}"
+    commit(tree, {"src/fakelib/hooks.py": hooks}, "Add hooks\n\nUpstream-Status: Pending")
     plugins = {"src/fakelib/plugins/__init__.py": "", "src/fakelib/plugins/base.py": "class Plugin:\n    pass\n"}
     commit(tree, plugins, "Make plugins a package\n\nUpstream-Status: Pending")
     commit(tree, {"src/fakelib/routes/[id].py": ""}, "Add a route\n\nUpstream-Status: Pending")
+    commit(tree, {"src/fakelib/hooks.py": hooks.replace("b = 2", "b = 3", 1)}, "Fix\n\nUpstream-Status: Pending")
     export_series(tree, synthetic.ws.patches, branch="series")
     git(tree, "checkout", "-q", "-b", "master", "base")
     stubs = {"src/fakelib/plugins/__init__.py": "raise ImportError\n", "src/fakelib/routes/[id].py": "raise KeyError\n"}
+    stubs["src/fakelib/hooks.py"] = hooks.replace("x = 0", "x = 1", 1)  # upstream's change in on_validation
     commit(tree, {".gitattributes": "*.py merge=union\n", CORE: "def answer():\n    return 43\n", **stubs}, "Up")
 
     standings = check_onto(tree, "master", read_series(synthetic.ws.series_file), synthetic.ws.scratch)
@@ -704,8 +709,10 @@ def test_a_three_way_merge_that_writes_other_lines_than_the_patch_is_a_conflict(
     assert [(s.status, s.detail) for s in standings] == [
         ("conflicts", "src/fakelib/core.py"),
         ("applies cleanly", ""),
-        ("conflicts", "git am --3way merged other lines than the patch's"),
+        ("conflicts", "src/fakelib/hooks.py"),
+        ("conflicts", "git am --3way wrote other lines, or at other places"),
         ("conflicts", "src/fakelib/routes/[id].py: upstream has its own"),
+        ("conflicts", "git am --3way wrote other lines, or at other places"),
     ]
 
 
@@ -803,7 +810,7 @@ def test_forward_says_what_it_removed_that_git_holds(synthetic, master):
     proc = synthetic.run("forward", "--checkout", str(master))
 
     assert proc.returncode == 0, proc.stderr
-    assert f"note: removed {mine.name}" in proc.stdout
+    assert f"note: replaced or removed {mine.name}" in proc.stdout
 
 
 def test_forward_into_the_folder_it_reads_does_not_wait_for_its_own_lock(synthetic, master):

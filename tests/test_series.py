@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from conftest import commit, git, one_error
@@ -200,13 +202,33 @@ def test_a_series_line_naming_a_folder_says_it_is_not_a_file(synthetic):
     assert f"{synthetic.ws.patches / 'sub'} is not a file" in one_error(synthetic.run("status"))
 
 
-def test_a_patch_file_holding_two_patches_is_refused(synthetic):
+@pytest.mark.parametrize(
+    "start", ["", "From mboxrd@z Thu Jan  1 00:00:00 1970", f"From {'0' * 64} Mon Sep 17 00:00:00 2001"]
+)
+def test_a_patch_file_holding_two_patches_is_refused(synthetic, start):
+    """Wherever git am starts another mail: format-patch's first line, an mbox archive's, a SHA-256 repository's."""
     first, second = sorted(synthetic.ws.patches.glob("*.patch"))
-    first.write_text(first.read_text() + second.read_text())
+    rest = second.read_text() if not start else f"{start}\n{second.read_text().partition(chr(10))[2]}"
+    first.write_text(first.read_text() + rest)
     (synthetic.ws.patches / "series").write_text(f"{first.name}\n")
 
     for command in ("status", "apply"):
         assert f"{first.name} holds 2 patches" in one_error(synthetic.run(command))
+
+
+def test_a_patch_whose_mail_git_am_reads_otherwise_than_its_text_is_refused(synthetic):
+    """A change in a base64 attachment: git am applies it, a reader of the file's text does not see it."""
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    head, _, body = first.read_text().partition("\n\n")
+    message, _, diff = body.partition("\n---\n")
+    shown, _, attached = diff.partition("diff --git a/tests/")
+    head += '\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="XX"'
+    text = f"--XX\nContent-Type: text/plain; charset=UTF-8\n\n{message}\n---\n{shown}"
+    attachment = base64.encodebytes(f"diff --git a/tests/{attached}".encode()).decode()
+    first.write_text(f"{head}\n\n{text}--XX\nContent-Transfer-Encoding: base64\n\n{attachment}--XX--\n")
+
+    for command in ("status", "apply"):
+        assert f"{first.name}: git am reads other changes than its text shows" in one_error(synthetic.run(command))
 
 
 def _mail(tmp_path, message: str):

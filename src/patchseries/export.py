@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -13,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out, patch_id_of_file, uncommitted_files, worktrees
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out, uncommitted_files, worktrees
 from patchseries.interrupts import stage
 from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
@@ -22,6 +21,7 @@ from patchseries.series import (
     EXPORT_STAGING,
     Patch,
     am_reads,
+    blob_id,
     crlf_problem,
     cut_short,
     dropped_hunks,
@@ -110,26 +110,36 @@ def export_series(
                               "them")  # fmt: skip
         (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
         written = [*names, "series"]
-        (staging / RECORD).write_text("".join(f"{_blob((staging / n).read_bytes())} {n}\n" for n in written))
+        ids = {name: blob_id((staging / name).read_bytes()) for name in written}
+        (staging / RECORD).write_text("".join(f"{ids[name]} {name}\n" for name in written))
         removed = [name for name in listed_names(patches_dir / "series") if name not in written]
         if lost := unkept(patches_dir, [*removed, *written], staging / RECORD):
             _refuse_losing(patches_dir, lost)
-        in_git = _committed(patches_dir)
-        gone = [name for name in removed if name in in_git and (patches_dir / name).is_file()]
-        ids = {patch_id_of_file(staging / name) for name in names} if gone else set()
-        lacking = [name for name in gone if patch_id_of_file(patches_dir / name) not in ids]
+        # a patch replaced or removed that the tree never held (made from, exported): a change committed since it was
+        # made, or by hand; for a tree the tool has no record of, a patch removed that the last export did not write
+        seen = tree.seen if (tree := BaseRecord.read(repo)) else None
+        old = seen if seen is not None else [blob for _, blob in _recorded(patches_dir / RECORD)]
+        unseen = _unseen(patches_dir, removed if seen is None else [*removed, *names], {*old, *ids.values()})
         _switch(patches_dir, staging, [*written, RECORD], removed)
+        if tree is not None:
+            tree.holds(repo, [*ids.values()])
     for leftover in cut_short(patches_dir):  # a killed export's, once the series is whole again (the lock is held)
         shutil.rmtree(leftover)
-    if lacking:
-        restore = shell("git", "-C", patches_dir, "checkout", "HEAD", "--", *sorted({*written, *removed} & {*in_git}))
-        log(f"note: removed {', '.join(lacking)}, committed in {patches_dir} but not on {label} (a tree older than "
-            f"the series, or a patch upstream took?); `{restore}` puts the series back as committed")  # fmt: skip
+    if unseen:
+        in_git = sorted({*written, *removed} & {*_committed(patches_dir)})
+        log(f"note: replaced or removed {', '.join(unseen)}, which the tree exported did not hold (a change committed "
+            f"since it was made, or by hand); `{shell('git', '-C', patches_dir, 'checkout', 'HEAD', '--', *in_git)}` "
+            "puts the series back as committed")  # fmt: skip
     return names
 
 
-def _blob(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+def _recorded(record: Path) -> set[tuple[str, str]]:  # (name, blob id) as an export's record lists them; a name twice
+    lines = record.read_text(errors=ENCODING_ERRORS).splitlines() if record.is_file() else []  # while it switches
+    return {(name, blob) for blob, _, name in (line.partition(" ") for line in lines)}
+
+
+def _unseen(folder: Path, names: list[str], held: set[str]) -> list[str]:  # those whose bytes ``held`` lacks
+    return [name for name in names if (folder / name).is_file() and blob_id((folder / name).read_bytes()) not in held]
 
 
 def _committed(folder: Path) -> dict[str, str]:  # each file of ``folder`` at HEAD: its blob id (none outside git)
@@ -142,14 +152,13 @@ def unkept(folder: Path, names: list[str], *records: Path) -> list[str]:
     export's, ``records``) nor another file of ``folder`` (``cp F F.mine``; a link holds nothing of its own) holds."""
     held = set(_committed(folder).items())
     for record in (folder / RECORD, *records):
-        lines = record.read_text(errors=ENCODING_ERRORS).splitlines() if record.is_file() else []
-        held |= {(name, blob) for blob, _, name in (line.partition(" ") for line in lines)}
+        held |= _recorded(record)
     others = [p for p in folder.iterdir() if p.name not in names and p.is_file() and not p.is_symlink()]
-    kept = {_blob(p.read_bytes()) for p in others}
+    kept = {blob_id(p.read_bytes()) for p in others}
 
     def holds(name: str) -> bool:  # its bytes, or as they were before a conversion to CRLF
         data = (folder / name).read_bytes()
-        return any(b in kept or (name, b) in held for b in (_blob(data), _blob(data.replace(b"\r\n", b"\n"))))
+        return any(b in kept or (name, b) in held for b in (blob_id(data), blob_id(data.replace(b"\r\n", b"\n"))))
 
     return [name for name in names if (folder / name).is_file() and not holds(name)]
 
@@ -289,7 +298,7 @@ def _refuse_am_misreads(source: Path, commits: str, staging: Path, names: list[s
         if not (staging / name).stat().st_size:  # format-patch writes nothing for it
             raise SeriesError(f"commit {commit[:12]} ({raw.partition(chr(10))[0]}) changes no file: git am cannot "
                               f"apply its patch, which has no diff; drop it ({rebase}, `drop`)")  # fmt: skip
-        fields, message, count = am_reads(staging / name, cwd=source, within=staging)
+        fields, message, count, _ = am_reads(staging / name, cwd=source, within=staging)
         message = message.encode(errors=ENCODING_ERRORS).decode(errors="replace")  # git commits no other bytes as such
         read = {"author": f"{fields.get('Author')} <{fields.get('Email')}>", "subject": message.partition("\n")[0],
                 "message": message.partition("\n")[2] + "\n" * (count != 1)}  # fmt: skip

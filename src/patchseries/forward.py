@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from patchseries.errors import SeriesError
 from patchseries.export import export_series, scratch_clone
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, out
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, git_path, out
 from patchseries.interrupts import stage
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
@@ -72,18 +72,28 @@ def _try(repo: Path, patch: Patch) -> Outcome:
     if len(options) < len(patch.changes) and already_present(repo, patch.path, options):
         return Outcome(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
     head, wanted = out("rev-parse", "HEAD", cwd=repo), out("apply", "--numstat", *options, patch.path, cwd=repo)
+    merged = _merged(repo, patch, options)  # by the files' history: git am's apply matches a hunk's context anywhere
     proc = git("am", "--3way", *keep_cr(patch.path), *options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode == 0 and out("rev-parse", "HEAD", cwd=repo) == head:  # "No changes -- Patch already applied"
         news = [f"--include={literal(path)}" for path in patch.new_files]  # the merge keeps upstream's for an empty one
         if already_present(repo, patch.path, [*options, *news]) if news else True:
             return Outcome(patch.name, "already upstream", "git am --3way finds its changes there")
         return Outcome(patch.name, "conflicts", f"{', '.join(patch.new_files)}: upstream has its own")
-    if proc.returncode == 0 and set(out("diff", "--numstat", head, cwd=repo).splitlines()) == set(wanted.splitlines()):
+    clean = proc.returncode == 0 and merged == out("rev-parse", "HEAD^{tree}", cwd=repo)  # git am and a merge agree
+    if clean and {*out("diff", "--numstat", head, "HEAD", cwd=repo).split("\n")} == {*wanted.split("\n")}:
         return Outcome(patch.name, "applies cleanly")
-    files = failed_files(repo, proc) if proc.returncode else ["git am --3way merged other lines than the patch's"]
+    files = failed_files(repo, proc) if proc.returncode else ["git am --3way wrote other lines, or at other places"]
     git("am", "--quit", cwd=repo, env=TOOL_IDENTITY, check=False)  # the next patch is tried alone, on a clean tree
     git("reset", "--quiet", "--hard", head, cwd=repo, env=TOOL_IDENTITY)
     return Outcome(patch.name, "conflicts", ", ".join(files) or failure_cause(proc))
+
+
+def _merged(repo: Path, patch: Patch, options: list[str]) -> str:  # the tree of git apply --3way on HEAD; "": conflicts
+    index = {"GIT_INDEX_FILE": str(git_path(repo, "patchseries-merge"))}
+    git("read-tree", "HEAD", cwd=repo, env=index)
+    if git("apply", "--3way", "--cached", *options, patch.path, cwd=repo, env=index, check=False).returncode != 0:
+        return ""
+    return out("write-tree", cwd=repo, env=index)
 
 
 def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) -> Outcome:
@@ -126,10 +136,11 @@ def forward_message(message: str) -> str:
 
 def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, str, str]]:
     """Apply ``patch`` on ``repo`` (the release series so far): ``(changelog, heading, entry)`` per entry it adds."""
+    only = release_only(patch)  # its entries stay in the release series
     proc = git("am", "--quiet", *keep_cr(patch.path), patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
     if proc.returncode != 0:
         raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `{check}` first")
-    if release_only(patch):  # its entries stay in the release series
+    if only:
         return []
     entries, others = changelog_entries(git("show", "--format=", "HEAD", cwd=repo).stdout)  # as git am read the mail
     if others:

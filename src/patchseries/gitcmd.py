@@ -106,11 +106,6 @@ def has_path(repo: Path, path: str, ref: str = "HEAD") -> bool:
     return git("cat-file", "-e", f"{ref}:{path}", cwd=repo, check=False).returncode == 0
 
 
-def patch_id_of_file(path: Path) -> str:
-    ids = git("patch-id", "--stable", stdin=path.read_bytes().decode(errors=ENCODING_ERRORS)).stdout.split()
-    return ids[0] if ids else ""
-
-
 def git_path(repo: Path, name: str) -> Path:  # the absolute path of .git/<name>, wherever the git directory is
     path = Path(out("rev-parse", "--git-path", name, cwd=repo))
     return path if path.is_absolute() else repo / path

@@ -24,7 +24,6 @@ _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
 _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
 _STATUS_LINE = re.compile(r"(?im)^[ \t]*upstream-status[ \t]*:")  # DEP-3 keys are case-insensitive
-_MESSAGE_START = re.compile(r"(?m)^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")  # git format-patch's first line
 FROM_HEADER = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)  # with its continuation lines
 
 
@@ -39,6 +38,7 @@ class Patch:
     path: Path
     subject: str
     changes: tuple[FileChange, ...]
+    message: str = ""  # the message ``git am`` commits
 
     @property
     def name(self) -> str:
@@ -46,7 +46,7 @@ class Patch:
 
     @cached_property
     def trailers(self) -> list[tuple[str, str]]:  # of the message ``git am`` commits
-        return trailers(am_reads(self.path)[1], self.name)
+        return trailers(self.message, self.name)
 
     def trailer(self, key: str) -> str:  # the first ``key:`` trailer's value, any case, or ""
         return next((value for name, value in self.trailers if name.lower() == key.lower()), "")
@@ -148,23 +148,28 @@ def parse_patch(path: Path) -> Patch:
         changes.append(FileChange(path=header[1] if kind != "deleted" else header[0], kind=kind))
     if subject is None or not changes:
         raise SeriesError(f"{path.name} is not a git format-patch file (no Subject: header or no diff)")
-    if (messages := len(_MESSAGE_START.findall(text))) > 1:  # `git am` would make a commit of each
-        raise SeriesError(f"{path.name} holds {messages} patches; git format-patch writes one a file: split it")
+    if (mails := am_reads(path))[2] > 1:  # `git am` would make a commit of each
+        raise SeriesError(f"{path.name} holds {mails[2]} patches (a line 'From <word> <date>' starts one); git "
+                          "format-patch writes one a file: split it")  # fmt: skip
     if (check := git("apply", "--numstat", path, check=False)).returncode != 0:
         reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
         raise SeriesError(f"{path.name} is malformed: {reason}")
-    return Patch(path, re.sub(r"^\[[^\]]*\] ", "", str(subject)), tuple(changes))  # the subject without [PATCH]
+    if git("apply", "--numstat", stdin=mails[3], check=False).stdout != check.stdout:  # the diff git am reads
+        raise SeriesError(f"{path.name}: git am reads other changes than its text shows (an encoded mail, an "
+                          "attachment); write it as git format-patch does")  # fmt: skip
+    return Patch(path, re.sub(r"^\[[^\]]*\] ", "", str(subject)), tuple(changes), mails[1])  # subject less [PATCH]
 
 
-def am_reads(path: Path, cwd: Path | None = None, within: Path | None = None) -> tuple[dict[str, str], str, int]:
-    """What ``git am`` reads from a patch file: mailinfo's fields, the message it commits, the number of mails."""
+def am_reads(path: Path, cwd: Path | None = None, within: Path | None = None) -> tuple[dict[str, str], str, int, str]:
+    """What ``git am`` reads from a patch file: mailinfo's fields, the message it commits, the number of mails, the
+    first mail's diff."""
     with tempfile.TemporaryDirectory(dir=within) as scratch:  # a line "From <word> <date>" starts another mail
         count = int(out("mailsplit", "-b", f"-o{scratch}", path, cwd=cwd))
         mail = (Path(scratch) / "0001").read_bytes().decode(errors=ENCODING_ERRORS)  # as is: CRs too
-        info = git("mailinfo", Path(scratch) / "info", os.devnull, cwd=cwd, stdin=mail).stdout.split("\n")
+        info = git("mailinfo", *(Path(scratch) / n for n in ("info", "diff")), cwd=cwd, stdin=mail).stdout.split("\n")
         fields = dict(line.split(": ", 1) for line in info if ": " in line)
-        body = (Path(scratch) / "info").read_bytes().decode(errors=ENCODING_ERRORS)
-    return fields, git("stripspace", cwd=cwd, stdin=f"{fields.get('Subject', '')}\n\n{body}").stdout, count
+        body, diff = ((Path(scratch) / n).read_bytes().decode(errors=ENCODING_ERRORS) for n in ("info", "diff"))
+    return fields, git("stripspace", cwd=cwd, stdin=f"{fields.get('Subject', '')}\n\n{body}").stdout, count, diff
 
 
 def trailers(message: str, name: str = "") -> list[tuple[str, str]]:
@@ -272,6 +277,10 @@ def hunks(section: str) -> list[list[tuple[str, int, str]]]:
                 old -= 1
         result.append(hunk)
     return result
+
+
+def blob_id(data: bytes) -> str:  # as git hash-object names ``data``
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def fingerprint(patches: list[Patch]) -> str:

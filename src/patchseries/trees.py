@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from patchseries.interrupts import stage, write_file
 from patchseries.paths import Workspace, kept_path, remove, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.series import Patch, dropped_hunks, fingerprint, keep_cr
+from patchseries.series import Patch, blob_id, dropped_hunks, fingerprint, keep_cr
 
 BASE_BRANCH, SERIES_BRANCH = "base", "series"
 BASE_REF, SERIES_REF = f"refs/heads/{BASE_BRANCH}", f"refs/heads/{SERIES_BRANCH}"  # never a tag of the same name
@@ -81,12 +81,22 @@ class BaseRecord:  # the pin's base, the series folder and base commit a tree wa
     base: str
     patches: str
     commit: str = ""
+    seen: tuple[str, ...] | None = None  # blob ids of the patches it was made from or exported; None: not recorded
 
     @staticmethod
     def read(repo: Path) -> BaseRecord | None:
-        common = git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo, check=False).stdout.strip()
-        fields = _read_json(Path(common) / BASE_RECORD, "base", "patches") if common else None
-        return BaseRecord(fields["base"], fields["patches"], str(fields.get("commit", ""))) if fields else None
+        fields = _read_json(path, "base", "patches") if (path := _base_record(repo)) else None
+        seen = tuple(fields["seen"]) if fields and isinstance(fields.get("seen"), list) else None
+        return BaseRecord(fields["base"], fields["patches"], str(fields.get("commit", "")), seen) if fields else None
+
+    def holds(self, repo: Path, blobs: list[str]) -> None:  # export wrote them from the tree: it has seen them too
+        if self.seen is not None and (path := _base_record(repo)):
+            write_file(path, json.dumps({**asdict(self), "seen": sorted({*self.seen, *blobs})}, sort_keys=True) + "\n")
+
+
+def _base_record(repo: Path) -> Path | None:  # in the common git directory: one for all worktrees of a tree
+    common = git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo, check=False).stdout.strip()
+    return Path(common) / BASE_RECORD if common else None
 
 
 @dataclass
@@ -287,7 +297,9 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
         base = build_base(ws, pin, source, work, log)
         result = apply_series(base, patches, pin, log)
         identity = f"{pin.name} {source.ref[:12]} (--force-base)" if source.forced else pin.identity
-        _write_json(base.path, BASE_RECORD, {"base": identity, "patches": str(ws.patches), "commit": base.base_commit})
+        seen = sorted({blob_id(patch.path.read_bytes()) for patch in patches})  # export notes bytes it never held
+        _write_json(base.path, BASE_RECORD, {"base": identity, "patches": str(ws.patches), "commit": base.base_commit,
+                                             "seen": seen})  # fmt: skip
         if tree.parent == ws.trees:  # the tool's own; from now on a reflog entry is the person's
             git("reflog", "expire", "--expire=now", "--all", cwd=base.path)
             record = (source.key, fingerprint(patches), base.base_commit, result.head)
