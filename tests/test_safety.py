@@ -489,8 +489,10 @@ def test_the_sdist_trees_refusal_keeps_the_persons_commits_it_cannot_export(upst
     assert synthetic.run("apply").returncode == 0
 
 
-def test_the_remedies_of_edit_over_an_existing_tree_run_as_written(synthetic: Synthetic):
+def test_the_remedies_of_edit_over_an_existing_tree_run_as_written(synthetic: Synthetic, tmp_path):
+    """Its linked worktree keeps working once the tree is moved as printed."""
     commit(synthetic.tree, {CORE: "def answer():\n    return 53\n"}, "Change\n\nUpstream-Status: Pending")
+    git(synthetic.tree, "worktree", "add", "-q", "--detach", str(linked := tmp_path / "linked"), "base")
 
     error = one_error(synthetic.run("edit"))
 
@@ -498,6 +500,7 @@ def test_the_remedies_of_edit_over_an_existing_tree_run_as_written(synthetic: Sy
     assert exported.returncode == 0, exported.stderr
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
     assert shell(between(error, "mv ")).returncode == 0
+    assert git(linked, "status", "--short") == ""
     assert synthetic.run("edit").returncode == 0
 
 

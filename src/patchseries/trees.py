@@ -262,9 +262,7 @@ def tool_tree(
     _retire(_aside(tree), tree, log)  # a killed run's
     if tree.exists() or tree.is_symlink():
         if (why := changes_since_built(tree)) is not None:
-            kept = kept_path(tree)
-            move = shell("mv", tree, kept)  # a linked worktree's link to the tree moves with it (worktree repair)
-            move += f" && {shell('git', '-C', kept, 'worktree', 'repair')}" if len(gitcmd.worktrees(tree)) > 1 else ""
+            kept, move = _move_aside(tree)
             raise SeriesError(
                 f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it "
                 f"away ({move}){_commits_remedy(ws, pin, patches, source, kept)}, and re-run; nothing was changed"
@@ -277,13 +275,18 @@ def tool_tree(
     return BaseTree(tree, source.kind), _build(ws, pin, patches, source, tree, log)
 
 
+def _move_aside(tree: Path) -> tuple[Path, str]:  # where a person's tree goes, and how (its worktrees' links with it)
+    move = shell("mv", tree, kept := kept_path(tree))
+    return kept, move + (f" && {shell('git', '-C', kept, 'worktree', 'repair')}" * (len(gitcmd.worktrees(tree)) > 1))
+
+
 def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log) -> Path:
     """A new tree for a person to change the series in; the tool never writes it again (``export`` reads it)."""
     tree = ws.workdir / EDIT_DIR / source.tree_name
     if tree.exists() or tree.is_symlink():
         raise SeriesError(f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it "
                           f"({ws.command('export', '--tree', tree)}), or move it away "
-                          f"({shell('mv', tree, kept_path(tree))}) to make a fresh one")  # fmt: skip
+                          f"({_move_aside(tree)[1]}) to make a fresh one")  # fmt: skip
     _build(ws, pin, patches, source, tree, log)
     log(f"made {tree}: branch {SERIES_BRANCH} is base + the series; change it (git rebase -i base), then export it")
     return tree
