@@ -492,7 +492,8 @@ def test_a_patch_upstream_merged_and_reverted_is_forwarded_with_a_changelog_file
     assert "src/fakelib/plugins/CHANGELOG.md" in forwarded[-1].new_files
 
 
-def test_entries_are_read_as_git_am_reads_the_patch_mailed_as_quoted_printable(synthetic, master):
+def test_a_patch_mailed_as_quoted_printable_is_refused_before_anything_is_written(synthetic, master):
+    """git am decodes `=3D`, the file's text shows it: one reading of a patch, so it is refused, naming the patch."""
     changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
     added = changelog.read_text().replace("- Fixed the version\n", "- Fixed the version\n\n- Fixed `a == b`\n")
     files = {"src/fakelib/CHANGELOG.md": added, CORE: "def answer():\n    return 43\n"}
@@ -502,10 +503,12 @@ def test_entries_are_read_as_git_am_reads_the_patch_mailed_as_quoted_printable(s
     headers, body = mailed.read_text().split("\n\n", 1)
     mime = "MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: quoted-printable"
     mailed.write_text(f"{headers}\n{mime}\n\n{body.replace('a == b', 'a =3D=3D b')}")
+    before = files_of(synthetic.ws.patches)
 
-    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+    error = one_error(synthetic.run("forward", "--checkout", str(master)))
 
-    assert "+- Fixed `a == b`" in (synthetic.ws.patches / "master" / "0003-Fix-a.patch").read_text()
+    assert f"{mailed.name}: git am reads other changes than its text shows" in error
+    assert files_of(synthetic.ws.patches) == before
 
 
 def test_entries_of_a_changelog_the_tree_marks_binary_are_carried(synthetic, master):

@@ -151,12 +151,13 @@ def parse_patch(path: Path) -> Patch:
     if (mails := am_reads(path))[2] > 1:  # `git am` would make a commit of each
         raise SeriesError(f"{path.name} holds {mails[2]} patches (a line 'From <word> <date>' starts one); git "
                           "format-patch writes one a file: split it")  # fmt: skip
+    raw = path.read_bytes() if keep_cr(path) else path.read_bytes().replace(b"\r\n", b"\n")  # as git am reads it
+    if not raw.endswith(mails[3].encode(errors=ENCODING_ERRORS)):  # the diff git am applies is the file's own text
+        raise SeriesError(f"{path.name}: git am reads other changes than its text shows (an encoded mail, an "
+                          "attachment); write it as git format-patch does")  # fmt: skip
     if (check := git("apply", "--numstat", path, check=False)).returncode != 0:
         reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
         raise SeriesError(f"{path.name} is malformed: {reason}")
-    if git("apply", "--numstat", stdin=mails[3], check=False).stdout != check.stdout:  # the diff git am reads
-        raise SeriesError(f"{path.name}: git am reads other changes than its text shows (an encoded mail, an "
-                          "attachment); write it as git format-patch does")  # fmt: skip
     return Patch(path, re.sub(r"^\[[^\]]*\] ", "", str(subject)), tuple(changes), mails[1])  # subject less [PATCH]
 
 
@@ -164,7 +165,7 @@ def am_reads(path: Path, cwd: Path | None = None, within: Path | None = None) ->
     """What ``git am`` reads from a patch file: mailinfo's fields, the message it commits, the number of mails, the
     first mail's diff."""
     with tempfile.TemporaryDirectory(dir=within) as scratch:  # a line "From <word> <date>" starts another mail
-        count = int(out("mailsplit", "-b", f"-o{scratch}", path, cwd=cwd))
+        count = int(out("mailsplit", "-b", *keep_cr(path), f"-o{scratch}", path, cwd=cwd))
         mail = (Path(scratch) / "0001").read_bytes().decode(errors=ENCODING_ERRORS)  # as is: CRs too
         info = git("mailinfo", *(Path(scratch) / n for n in ("info", "diff")), cwd=cwd, stdin=mail).stdout.split("\n")
         fields = dict(line.split(": ", 1) for line in info if ": " in line)
