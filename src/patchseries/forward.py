@@ -88,11 +88,14 @@ def _try(repo: Path, patch: Patch) -> Outcome:
     return Outcome(patch.name, "conflicts", ", ".join(files) or failure_cause(proc))
 
 
-def _merged(repo: Path, patch: Patch, options: list[str]) -> str:  # the tree of git apply --3way on HEAD; "": conflicts
-    index = {"GIT_INDEX_FILE": str(git_path(repo, "patchseries-merge"))}
+def _merged(repo: Path, patch: Patch, options: list[str]) -> str:  # "": no 3-way merge by the blobs it names, conflicts
+    base, index = ({"GIT_INDEX_FILE": str(git_path(repo, f"patchseries-{name}"))} for name in ("base", "merge"))
+    steps = ([f"--build-fake-ancestor={base['GIT_INDEX_FILE']}"], ["--cached", "--check"], ["--cached", "--3way"])
     git("read-tree", "HEAD", cwd=repo, env=index)
-    if git("apply", "--3way", "--cached", *options, patch.path, cwd=repo, env=index, check=False).returncode != 0:
-        return ""
+    # the blobs its index lines name exist and it applies to them (else git applies it wherever its context matches)
+    for step, env in zip(steps, (None, base, index), strict=True):
+        if git("apply", *step, *options, patch.path, cwd=repo, env=env, check=False).returncode:
+            return ""
     return out("write-tree", cwd=repo, env=index)
 
 
