@@ -1114,7 +1114,7 @@ def test_export_from_a_tree_older_than_the_committed_series_says_what_it_removed
 
     assert exported.returncode == 0, exported.stderr
     (note,) = [line for line in exported.stdout.splitlines() if line.startswith("note:")]
-    assert note.startswith("note: replaced or removed 0003-Bump-the-version.patch, which the tree"), note
+    assert note.startswith("note: replaced or removed 0003-Bump-the-version.patch, series, which the tree"), note
     assert again.returncode == 0, again.stderr
     assert "note:" not in again.stdout, again.stdout  # the series is what the tree wrote: nothing to say
     restored = shell(note.split("`")[1])
@@ -1123,22 +1123,38 @@ def test_export_from_a_tree_older_than_the_committed_series_says_what_it_removed
     assert synthetic.run("check").returncode == 0
 
 
-def test_export_from_a_tree_older_than_a_committed_change_to_a_patch_names_the_patch_it_rewrites(synthetic):
-    """A colleague's change to a patch, pulled after the tree was made, is not in the tree: export says it undid it."""
+@pytest.mark.parametrize("change", ["a changed patch", "a dropped patch", "a reverted export"])
+def test_export_from_a_tree_older_than_a_committed_change_names_what_it_undoes(synthetic, change):
+    """A colleague's change to the series, pulled after the tree last held it, is not in the tree: export says it
+    undid it, and the command it prints puts the change back."""
     patches = synthetic.ws.patches
-    fix = patches / "0001-Fix-the-answer.patch"
+    fix, entry = sorted(patches.glob("*.patch"))
     _in_git(patches)
-    fix.write_text(fix.read_text().replace("+    return 42", "+    return 42  # the answer"))
-    git(patches, "commit", "-q", "-am", "A colleague's change")
-    assert synthetic.run("check").returncode == 1  # the tree lacks it: check's remedy would export the tree
+    if change == "a reverted export":  # the tree's own export, committed, then reverted by a colleague
+        commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+        assert synthetic.run("export").returncode == 0
+        git(patches, "add", "-A")
+        git(patches, "commit", "-q", "-m", "Bump")
+        git(patches, "revert", "--no-edit", "HEAD")
+        undone = "series"
+    elif change == "a changed patch":
+        fix.write_text(fix.read_text().replace("+    return 42", "+    return 42  # the answer"))
+        git(patches, "commit", "-q", "-am", "A colleague's change")
+        undone = fix.name
+    else:
+        git(patches, "rm", "-q", entry.name)
+        (patches / "series").write_text((patches / "series").read_text().replace(f"{entry.name}\n", ""))
+        git(patches, "commit", "-q", "-am", "Upstream took it")
+        undone = "series"
+    committed = {name: data for name, data in files_of(patches).items() if not name.startswith(".")}
 
     exported = synthetic.run("export")
 
     assert exported.returncode == 0, exported.stderr
     (note,) = [line for line in exported.stdout.splitlines() if line.startswith("note:")]
-    assert note.startswith(f"note: replaced or removed {fix.name}, which the tree"), note
+    assert undone in note.partition(", which")[0], note
     assert shell(note.split("`")[1]).returncode == 0
-    assert "return 42  # the answer" in fix.read_text()
+    assert {n: b for n, b in files_of(patches).items() if n in committed} == committed
 
 
 def test_export_refuses_a_status_line_git_does_not_read_as_the_one_trailer(synthetic):

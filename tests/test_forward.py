@@ -690,10 +690,12 @@ def test_a_submodule_bump_a_rename_and_an_empty_new_file_are_judged_as_git_would
     ]
 
 
-def test_a_three_way_merge_that_writes_other_lines_or_places_than_the_patch_is_a_conflict(synthetic):
+@pytest.mark.parametrize("index", ["as exported", "removed", "swapped", "unknown blobs"])
+def test_a_three_way_merge_that_writes_other_lines_or_places_than_the_patch_is_a_conflict(synthetic, index):
     """Upstream's union merge attribute (git's text merge is used: a conflict), upstream's content for a new empty
     file beside another, a new file whose name is a glob, a hunk whose context upstream changed and which git am
-    applies to an identical block elsewhere (a 3-way merge places it by the file's history)."""
+    applies to an identical block elsewhere (a 3-way merge places it by the file's history), whatever blobs its
+    index line names (git apply --3way would fall back to applying it by its context)."""
     tree, body = synthetic.tree, "    w = 0\n    x = 0\n    a = 1\n    b = 2\n    c = 3\n    y = 4\n    z = 5\n"
     hooks = f"def on_validation(batch):\n{body}\n\ndef on_test(batch):\n{body}"
     commit(tree, {"src/fakelib/hooks.py": hooks}, "Add hooks\n\nUpstream-Status: Pending")
@@ -702,6 +704,14 @@ def test_a_three_way_merge_that_writes_other_lines_or_places_than_the_patch_is_a
     commit(tree, {"src/fakelib/routes/[id].py": ""}, "Add a route\n\nUpstream-Status: Pending")
     commit(tree, {"src/fakelib/hooks.py": hooks.replace("b = 2", "b = 3", 1)}, "Fix\n\nUpstream-Status: Pending")
     export_series(tree, synthetic.ws.patches, branch="series")
+    fix = synthetic.ws.patches / "0006-Fix.patch"
+    ids = re.search(r"\nindex (\w+)\.\.(\w+) 100644\n", text := fix.read_text())
+    lines = {
+        "removed": "\n",
+        "swapped": f"\nindex {ids[2]}..{ids[1]} 100644\n",
+        "unknown blobs": "\nindex 1111111..2222222 100644\n",
+    }
+    fix.write_text(text.replace(ids[0], lines.get(index, ids[0])))
     git(tree, "checkout", "-q", "-b", "master", "base")
     stubs = {"src/fakelib/plugins/__init__.py": "raise ImportError\n", "src/fakelib/routes/[id].py": "raise KeyError\n"}
     stubs["src/fakelib/hooks.py"] = hooks.replace("x = 0", "x = 1", 1)  # upstream's change in on_validation

@@ -489,10 +489,13 @@ def test_the_sdist_trees_refusal_keeps_the_persons_commits_it_cannot_export(upst
     assert synthetic.run("apply").returncode == 0
 
 
-def test_the_remedies_of_edit_over_an_existing_tree_run_as_written(synthetic: Synthetic, tmp_path):
-    """Its linked worktree keeps working once the tree is moved as printed."""
+@pytest.mark.parametrize("inside", [False, True])
+def test_the_remedies_of_edit_over_an_existing_tree_run_as_written(synthetic: Synthetic, tmp_path, inside):
+    """Its linked worktree (beside it, or inside it) keeps working once the tree is moved as printed."""
     commit(synthetic.tree, {CORE: "def answer():\n    return 53\n"}, "Change\n\nUpstream-Status: Pending")
-    git(synthetic.tree, "worktree", "add", "-q", "--detach", str(linked := tmp_path / "linked"), "base")
+    linked = synthetic.tree / "wt" if inside else tmp_path / "linked"
+    git(synthetic.tree, "worktree", "add", "-q", "--detach", str(linked), "base")
+    (synthetic.tree / ".git/info/exclude").write_text("wt/\n")  # as its owner would, so that export runs
 
     error = one_error(synthetic.run("edit"))
 
@@ -500,7 +503,8 @@ def test_the_remedies_of_edit_over_an_existing_tree_run_as_written(synthetic: Sy
     assert exported.returncode == 0, exported.stderr
     assert len(list(synthetic.ws.patches.glob("*.patch"))) == 3
     assert shell(between(error, "mv ")).returncode == 0
-    assert git(linked, "status", "--short") == ""
+    moved = synthetic.tree.with_name(f"{synthetic.tree.name}.mine") / "wt" if inside else linked
+    assert git(moved, "status", "--short") == ""
     assert synthetic.run("edit").returncode == 0
 
 

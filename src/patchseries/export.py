@@ -118,18 +118,18 @@ def export_series(
         # a patch replaced or removed that the tree never held (made from, exported): a change committed since it was
         # made, or by hand; for a tree the tool has no record of, a patch removed that the last export did not write
         seen = tree.seen if (tree := BaseRecord.read(repo)) else None
-        old = seen if seen is not None else [blob for _, blob in _recorded(patches_dir / RECORD)]
-        unseen = _unseen(patches_dir, removed if seen is None else [*removed, *names], {*old, *ids.values()})
+        held = {*(seen.items() if seen is not None else _recorded(patches_dir / RECORD)), *ids.items()}
+        unseen = _unseen(patches_dir, removed if seen is None else [*removed, *written], held)
         _switch(patches_dir, staging, [*written, RECORD], removed)
         if tree is not None:
-            tree.holds(repo, [*ids.values()])
+            tree.holds(repo, ids)
     for leftover in cut_short(patches_dir):  # a killed export's, once the series is whole again (the lock is held)
         shutil.rmtree(leftover)
     if unseen:
         in_git = sorted({*written, *removed} & {*_committed(patches_dir)})
+        restore = f"; `{shell('git', '-C', patches_dir, 'checkout', 'HEAD', '--', *in_git)}` puts back what git held"
         log(f"note: replaced or removed {', '.join(unseen)}, which the tree exported did not hold (a change committed "
-            f"since it was made, or by hand); `{shell('git', '-C', patches_dir, 'checkout', 'HEAD', '--', *in_git)}` "
-            "puts the series back as committed")  # fmt: skip
+            f"since it was made, or by hand){restore * bool(in_git)}")  # fmt: skip
     return names
 
 
@@ -138,8 +138,12 @@ def _recorded(record: Path) -> set[tuple[str, str]]:  # (name, blob id) as an ex
     return {(name, blob) for blob, _, name in (line.partition(" ") for line in lines)}
 
 
-def _unseen(folder: Path, names: list[str], held: set[str]) -> list[str]:  # those whose bytes ``held`` lacks
-    return [name for name in names if (folder / name).is_file() and blob_id((folder / name).read_bytes()) not in held]
+def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:  # those ``held`` lacks
+    return [
+        name
+        for name in names
+        if (folder / name).is_file() and (name, blob_id((folder / name).read_bytes())) not in held
+    ]
 
 
 def _committed(folder: Path) -> dict[str, str]:  # each file of ``folder`` at HEAD: its blob id (none outside git)

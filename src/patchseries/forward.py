@@ -89,14 +89,21 @@ def _try(repo: Path, patch: Patch) -> Outcome:
 
 
 def _merged(repo: Path, patch: Patch, options: list[str]) -> str:  # "": no 3-way merge by the blobs it names, conflicts
-    base, index = ({"GIT_INDEX_FILE": str(git_path(repo, f"patchseries-{name}"))} for name in ("base", "merge"))
-    steps = ([f"--build-fake-ancestor={base['GIT_INDEX_FILE']}"], ["--cached", "--check"], ["--cached", "--3way"])
+    base, after, index = (
+        {"GIT_INDEX_FILE": str(git_path(repo, f"patchseries-{n}"))} for n in ("base", "after", "merge")
+    )
+    fake = [
+        [f"--build-fake-ancestor={base['GIT_INDEX_FILE']}"],
+        ["-R", f"--build-fake-ancestor={after['GIT_INDEX_FILE']}"],
+    ]
     git("read-tree", "HEAD", cwd=repo, env=index)
-    # the blobs its index lines name exist and it applies to them (else git applies it wherever its context matches)
-    for step, env in zip(steps, (None, base, index), strict=True):
+    # the blobs its index lines name exist and it turns the ones into the others (else git applies it by its context)
+    for step, env in zip([*fake, ["--cached"], ["--cached", "--3way"]], (None, None, base, index), strict=True):
         if git("apply", *step, *options, patch.path, cwd=repo, env=env, check=False).returncode:
             return ""
-    return out("write-tree", cwd=repo, env=index)
+    blobs = ("ls-files", "--format=%(objectname) %(path)")  # not the modes: git -R takes a gitlink's as a file's
+    named = out(*blobs, cwd=repo, env=base) == out(*blobs, cwd=repo, env=after)
+    return out("write-tree", cwd=repo, env=index) if named else ""
 
 
 def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) -> Outcome:

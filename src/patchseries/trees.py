@@ -81,17 +81,17 @@ class BaseRecord:  # the pin's base, the series folder and base commit a tree wa
     base: str
     patches: str
     commit: str = ""
-    seen: tuple[str, ...] | None = None  # blob ids of the patches it was made from or exported; None: not recorded
+    seen: dict[str, str] | None = None  # the series it last held (made from, exported): file -> blob; None: unknown
 
     @staticmethod
     def read(repo: Path) -> BaseRecord | None:
         fields = _read_json(path, "base", "patches") if (path := _base_record(repo)) else None
-        seen = tuple(fields["seen"]) if fields and isinstance(fields.get("seen"), list) else None
+        seen = fields["seen"] if fields and isinstance(fields.get("seen"), dict) else None
         return BaseRecord(fields["base"], fields["patches"], str(fields.get("commit", "")), seen) if fields else None
 
-    def holds(self, repo: Path, blobs: list[str]) -> None:  # export wrote them from the tree: it has seen them too
+    def holds(self, repo: Path, series: dict[str, str]) -> None:  # export wrote ``series`` from the tree
         if self.seen is not None and (path := _base_record(repo)):
-            write_file(path, json.dumps({**asdict(self), "seen": sorted({*self.seen, *blobs})}, sort_keys=True) + "\n")
+            write_file(path, json.dumps({**asdict(self), "seen": series}, sort_keys=True) + "\n")
 
 
 def _base_record(repo: Path) -> Path | None:  # in the common git directory: one for all worktrees of a tree
@@ -276,8 +276,9 @@ def tool_tree(
 
 
 def _move_aside(tree: Path) -> tuple[Path, str]:  # where a person's tree goes, and how (its worktrees' links with it)
-    move = shell("mv", tree, kept := kept_path(tree))
-    return kept, move + (f" && {shell('git', '-C', kept, 'worktree', 'repair')}" * (len(gitcmd.worktrees(tree)) > 1))
+    move, (_, *linked) = shell("mv", tree, kept := kept_path(tree)), gitcmd.worktrees(tree)
+    inside = [kept / path.relative_to(tree.resolve()) for path in linked if path.is_relative_to(tree.resolve())]
+    return kept, move + (f" && {shell('git', '-C', kept, 'worktree', 'repair', *inside)}" * bool(linked))
 
 
 def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log) -> Path:
@@ -300,7 +301,8 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
         base = build_base(ws, pin, source, work, log)
         result = apply_series(base, patches, pin, log)
         identity = f"{pin.name} {source.ref[:12]} (--force-base)" if source.forced else pin.identity
-        seen = sorted({blob_id(patch.path.read_bytes()) for patch in patches})  # export notes bytes it never held
+        files = [ws.series_file, *(patch.path for patch in patches)] if ws.series_file.is_file() else []
+        seen = {path.name: blob_id(path.read_bytes()) for path in files}  # export notes what it never held
         _write_json(base.path, BASE_RECORD, {"base": identity, "patches": str(ws.patches), "commit": base.base_commit,
                                              "seen": seen})  # fmt: skip
         if tree.parent == ws.trees:  # the tool's own; from now on a reflog entry is the person's
