@@ -88,9 +88,8 @@ def read_series(series_file: Path) -> list[Patch]:
 EXPORT_STAGING = ".patchseries-export-"  # export's fresh folder in the series folder; left there, a switch cut short
 
 
-def cut_short(
-    folder: Path,
-) -> list[Path]:  # export's folders left in ``folder``; a file or a link so named is a person's
+# export's folders left in ``folder``; a file or a link so named is a person's
+def cut_short(folder: Path) -> list[Path]:
     return [path for path in folder.glob(f"{EXPORT_STAGING}*") if path.is_dir() and not path.is_symlink()]
 
 
