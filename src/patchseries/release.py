@@ -157,7 +157,6 @@ def build_wheels(
                        for s in wheel_pin.standalones)]  # fmt: skip
         archives = [download_sdist(ws, each, log) for each in pins]  # every sha256 checked before any build
         base, applied = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)
-        ws.scratch.mkdir(parents=True, exist_ok=True)
         built: dict[Path, Files] = {}  # each wheel with what it must hold
         with tempfile.TemporaryDirectory(dir=ws.scratch, prefix="wheels-") as scratch:
             changed = series_snapshot(base.path, applied.head, series := Path(scratch) / "series")
