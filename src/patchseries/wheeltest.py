@@ -85,7 +85,6 @@ def run_wheel_test(
     problems += [] if origin.startswith(purelib) else [f"{package} is imported from {origin}, not from {site_packages}"]
     standalone = wheel_pin.standalone(package)
     suites = [f"tests_{s}" for s in (standalone.ships if standalone else (s.subpackage for s in wheel_pin.standalones))]
-    ws.scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ws.scratch, prefix="wheel-tests-") as scratch:
         changed = release.series_snapshot(base.path, applied.head, series := Path(scratch) / "series")
         files_ok, files = check_installed(series, changed, mapping, site_packages)
