@@ -116,8 +116,7 @@ def run_main_job(
         log(f"stage 5/5: running {len(tests)} test modules of the series ({counts})")
         reports = ws.reports / f"torch-{torch}"
         outcome = run_tests(env, tree, tests, prepared.sources(), reports, pytest_args)
-        xml = outcome.coverage_xml
-        changed = measure(added_lines(tree, BASE_REF, "HEAD"), xml) if xml is not None else None
+        changed = measure(added_lines(tree, BASE_REF, "HEAD"), xml) if (xml := outcome.coverage_xml) else None
         title = f"Lines the series adds or changes under src/, covered by its tests (torch {torch})"
         changed_report = changed.write(reports, title) if changed is not None else None
         upstream = []
