@@ -171,8 +171,7 @@ def is_test_module(path: str) -> bool:
 
 
 def series_test_files(patches: list[Patch]) -> list[str]:
-    new = [path for patch in patches for path in patch.new_files if path.startswith("tests/") and is_test_module(path)]
-    return list(dict.fromkeys(new))
+    return list(dict.fromkeys(p for x in patches for p in x.new_files if p.startswith("tests/") and is_test_module(p)))
 
 
 def write_harness(tree: Path, patches: list[Patch]) -> list[Path]:
