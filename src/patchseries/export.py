@@ -11,27 +11,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchseries import series
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out, uncommitted_files, worktrees
 from patchseries.interrupts import stage
 from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
 from patchseries.progress import Log, quiet
-from patchseries.series import (
-    EXPORT_STAGING,
-    Patch,
-    am_reads,
-    blob_id,
-    crlf_problem,
-    cut_short,
-    dropped_hunks,
-    file_sections,
-    has_crlf,
-    listed_names,
-    read_series,
-    section_path,
-    trailers,
-)
+from patchseries.series import EXPORT_STAGING, Patch, blob_id, cut_short, dropped_hunks, has_crlf, trailers
 from patchseries.trees import BASE_REF, TOOL_ATTRIBUTES, BaseRecord, fetch_advice, refuse_operation_in_progress
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
@@ -101,7 +88,7 @@ def export_series(
         names = sorted(p.name for p in staging.glob("*.patch"))
         given = "{} <{}>".format(*parse_identity(author)) if author else ""  # as written, not as git stored it
         _refuse_am_misreads(source, commits, staging, names, rebase, given)
-        committed = read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
+        committed = series.read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
         if not drop_lacking and (dropped := dropped_hunks(repo, base, committed, lacks, [staging / n for n in names])):
             raise SeriesError(f"export would drop {'; '.join(dropped)}: the base of {repo} lacks those files (the "
                               "sdist ships no docs/ or upstream tests/), so applying left those hunks out. Make the "
@@ -112,7 +99,7 @@ def export_series(
         written = [*names, "series"]
         ids = {name: blob_id((staging / name).read_bytes()) for name in written}
         (staging / RECORD).write_text("".join(f"{ids[name]} {name}\n" for name in written))
-        removed = [name for name in listed_names(patches_dir / "series") if name not in written]
+        removed = [name for name in series.listed_names(patches_dir / "series") if name not in written]
         if lost := unkept(patches_dir, [*removed, *written], staging / RECORD):
             _refuse_losing(patches_dir, lost)
         # a patch replaced or removed that the tree never held (made from, exported): a change committed since it was
@@ -302,7 +289,7 @@ def _refuse_am_misreads(source: Path, commits: str, staging: Path, names: list[s
         if not (staging / name).stat().st_size:  # format-patch writes nothing for it
             raise SeriesError(f"commit {commit[:12]} ({raw.partition(chr(10))[0]}) changes no file: git am cannot "
                               f"apply its patch, which has no diff; drop it ({rebase}, `drop`)")  # fmt: skip
-        fields, message, count, _ = am_reads(staging / name, cwd=source, within=staging)
+        fields, message, count, _ = series.am_reads(staging / name, cwd=source, within=staging)
         message = message.encode(errors=ENCODING_ERRORS).decode(errors="replace")  # git commits no other bytes as such
         read = {"author": f"{fields.get('Author')} <{fields.get('Email')}>", "subject": message.partition("\n")[0],
                 "message": message.partition("\n")[2] + "\n" * (count != 1)}  # fmt: skip
@@ -380,7 +367,7 @@ def drift_report(
                 continue
             excludes, source = [f"--exclude={path}" for path in left_out], patch.path
             if has_crlf(patch.path):  # `git am` strips the CRs, `git apply` does not: check the rest on LF
-                report.problems.append(crlf_problem(patches_dir / patch.name))
+                report.problems.append(series.crlf_problem(patches_dir / patch.name))
                 (source := tree.parent / patch.name).write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
             # cr-at-eol: a file's own CRLF line endings are no whitespace error
             check = git("-c", "core.whitespace=cr-at-eol", "apply", "--check", "--whitespace=error", *excludes, source,
@@ -412,11 +399,11 @@ def _differences(
         old, now = (path.read_bytes().decode(errors=ENCODING_ERRORS) for path in (patch.path, new))  # CRs as they are
         if not has_crlf(patch.path) and _comparable(old, left_out) != _comparable(now, left_out):  # CRLF: said once
             problems.append(f"{patch.name} differs from a fresh export")
-    series = (patches_dir / "series").read_bytes().decode()  # as it is: read_text() would turn CRLF into LF
+    text = (patches_dir / "series").read_bytes().decode()  # as it is: read_text() would turn CRLF into LF
     numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]
-    if "\r" in series:
-        problems.append(crlf_problem(patches_dir / "series", name="series file"))
-    elif [p.name[:5] for p in patches] != numbered or series != SERIES_HEADER + "".join(f"{p.name}\n" for p in patches):
+    if "\r" in text:
+        problems.append(series.crlf_problem(patches_dir / "series", name="series file"))
+    elif [p.name[:5] for p in patches] != numbered or text != SERIES_HEADER + "".join(f"{p.name}\n" for p in patches):
         problems.append("series file or patch numbers differ from what export writes")
     return problems
 
@@ -426,4 +413,4 @@ def _comparable(patch: str, left_out: list[str]) -> object:
     if not left_out:
         return patch
     head, _, rest = patch.partition("\n---\n")
-    return head, [section for section in file_sections(rest) if section_path(section) not in left_out]
+    return head, [section for section in series.file_sections(rest) if series.section_path(section) not in left_out]
