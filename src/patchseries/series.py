@@ -197,11 +197,10 @@ def has_crlf(patch: Path) -> bool:
         return handle.readline().endswith(b"\r\n")
 
 
-def crlf_problem(path: Path, reexport: str | None = None, name: str | None = None) -> str:
-    """What ``check`` and ``wheels`` say of a file converted to CRLF; ``reexport``: the export that rewrites it."""
+def crlf_problem(path: Path, name: str | None = None) -> str:
+    """What ``check`` and ``wheels`` say of a file converted to CRLF."""
     convert = f"convert it back with `perl -pi -e 's/\\r$//' {shlex.quote(str(path))}`"
-    also = f", or re-export it from your edit tree with `{reexport}`" if reexport else ""
-    return f"{name or path.name} has CRLF line endings, which export does not write; {convert}{also}"
+    return f"{name or path.name} has CRLF line endings, which export does not write; {convert}"
 
 
 def keep_cr(patch: Path) -> list[str]:
