@@ -35,14 +35,8 @@ _KEPT = (
 )
 
 
-def git(
-    *args: str | Path,
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    check: bool = True,
-    stdin: str | None = None,
-    user_config: bool = False,
-) -> subprocess.CompletedProcess[str]:
+def git(*args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True,
+        stdin: str | None = None, user_config: bool = False) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """Run ``git`` with stable configuration (``user_config``: the person's, as their git: a proxy); raise its cause."""
     settings = [word for s in (*(() if user_config else STABLE_CONFIG), *_safe_directories()) for word in ("-c", s)]
     command = ["git", *settings, *(str(a) for a in args)]
