@@ -414,10 +414,8 @@ def _commits_remedy(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseS
     if not head or not git("rev-list", f"{head}..{SERIES_REF}", cwd=tree, check=False).stdout.strip():
         return ""
     if source.kind == "sdist" and dropped_hunks(tree, BASE_REF, patches, pin.sdist_lacks):  # export would drop them
-        return (
-            ", where your commits stay: the sdist lacks files the series changes, so cherry-pick them onto an edit "
-            f"tree of upstream's tag ({ws.command('edit', '--git')}) to export them"
-        )
+        return (", where your commits stay: the sdist lacks files the series changes, so cherry-pick them onto an "
+                f"edit tree of upstream's tag ({ws.command('edit', '--git')}) to export them")  # fmt: skip
     return f", and export your commits from there ({ws.command('export', '--tree', kept)})"
 
 
