@@ -263,10 +263,9 @@ def tool_tree(
     if tree.exists() or tree.is_symlink():
         if (why := changes_since_built(tree)) is not None:
             kept, move = _move_aside(tree)
-            raise SeriesError(
-                f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it is: move it "
-                f"away ({move}){_commits_remedy(ws, pin, patches, source, kept)}, and re-run; nothing was changed"
-            )
+            raise SeriesError(f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it "
+                              f"is: move it away ({move}){_commits_remedy(ws, pin, patches, source, kept)}, and "
+                              "re-run; nothing was changed")  # fmt: skip
         record = _read_json(tree / ".git" / RECORD)
         if (record["source"], record["fingerprint"]) == (source.key, fingerprint(patches)):
             log(f"series already applied on {tree} (branch {SERIES_BRANCH}); reusing it")
