@@ -122,9 +122,8 @@ def _listed(series_file: Path) -> list[tuple[int, str]]:
     try:  # a byte order mark would otherwise be part of the first name
         lines = series_file.read_bytes().decode().removeprefix("\ufeff").splitlines()
     except UnicodeDecodeError as exc:
-        raise SeriesError(
-            f"{series_file} is not UTF-8 text ({exc.reason} at byte {exc.start}); list the patch file names in UTF-8"
-        ) from None
+        raise SeriesError(f"{series_file} is not UTF-8 text ({exc.reason} at byte {exc.start}); list the patch file "
+                          "names in UTF-8") from None  # fmt: skip
     names = [(number, line.split("#", 1)[0].strip()) for number, line in enumerate(lines, 1)]
     for number, name in names:
         if any(ord(char) < 32 for char in name):
