@@ -252,9 +252,8 @@ def fetch_advice(repo: Path) -> str:  # names no command: which remote has a ref
     return f"fetch it into {repo} from the remote that has it" + (" (--unshallow: it is shallow)" if shallow else "")
 
 
-def tool_tree(
-    ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log
-) -> tuple[BaseTree, ApplyResult]:
+def tool_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
+              log: Log) -> tuple[BaseTree, ApplyResult]:  # fmt: skip
     """The tool's tree of ``source`` with ``patches`` applied on branch ``series``: reused, replaced or made."""
     tree = ws.trees / source.tree_name
     if source.kind == "sdist":  # the pinned sha256 is checked on every run, also when the tree is reused
