@@ -111,9 +111,8 @@ class Environment(NamedTuple):
         return self.path / "bin" / "python"
 
 
-def ensure_environment(
-    ws: Workspace, tree: Path, torch_version: str, log: Log, extra: tuple[str, ...] = (), installer: str = "auto"
-) -> Environment:
+def ensure_environment(ws: Workspace, tree: Path, torch_version: str, log: Log, extra: tuple[str, ...] = (),
+                       installer: str = "auto") -> Environment:  # fmt: skip
     """A venv of this Python with ``torch_version`` and ``tree`` installed editable, reused while its recipe holds."""
     torch_version, py_tag = torch_release(torch_version, sys.version_info[:2]), f"py{_show(sys.version_info[:2])}"
     venv = ws.venvs / f"{py_tag}-torch{torch_version}-{tree.name}"
