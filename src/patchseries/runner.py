@@ -134,9 +134,8 @@ def is_ready(venv: Path, recipe: str) -> bool:  # built by build_venv from recip
     return (venv / READY).is_file() and (venv / READY).read_text() == recipe
 
 
-def build_venv(
-    venv: Path, python: str, uv: str | None, args: list[str], cannot: str, log: Log, recipe: str | None = None
-) -> None:
+def build_venv(venv: Path, python: str, uv: str | None, args: list[str], cannot: str, log: Log,
+               recipe: str | None = None) -> None:  # fmt: skip
     """The one builder of virtual environments: ``python`` with ``args`` installed and ``recipe`` as its marker."""
     remove(venv)
     for old in venv.parent.glob(glob.escape(venv.name) + "." + "[0-9a-f]" * 8):
