@@ -139,9 +139,8 @@ def requirement_args(ws: Workspace, tree: Path) -> tuple[str, ...]:
     return tuple(args)
 
 
-def run_upstream_tests(
-    ws: Workspace, env: Environment, tree: Path, log: Log, not_upstream: tuple[str, ...] = ()
-) -> Comparison:
+def run_upstream_tests(ws: Workspace, env: Environment, tree: Path, log: Log,
+                       not_upstream: tuple[str, ...] = ()) -> Comparison:  # fmt: skip
     """:data:`UPSTREAM_MODULES` (but ``not_upstream``) on the series, the failures' modules again on the base."""
     if not (modules := [module for module in UPSTREAM_MODULES if (tree / module).exists()]):
         return Comparison("upstream tests")
