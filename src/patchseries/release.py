@@ -107,9 +107,8 @@ class PackageMapping:  # the paths and imports of the unified package as one pac
         return None if text is None else self.text(path, text).encode(errors="surrogateescape")
 
 
-def replace_imports(
-    lines: list[str], mapping: tuple[tuple[str, str], ...], lightning_by: str = "", base: str = "lightning"
-) -> list[str]:
+def replace_imports(lines: list[str], mapping: tuple[tuple[str, str], ...], lightning_by: str = "",
+                    base: str = "lightning") -> list[str]:  # fmt: skip
     """Upstream's ``_replace_imports`` (Lightning 2.6.6, ``.actions/assistant.py``), rule for rule."""
     out = lines[:]
     for source, target in mapping:
