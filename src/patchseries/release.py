@@ -138,9 +138,8 @@ def patches_in(wheel_pin: WheelPin, patches: list[Patch]) -> dict[str, list[str]
     return found
 
 
-def build_wheels(
-    ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path, log: Log
-) -> tuple[dict[Path, list[str]], list[Path]]:
+def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist: Path,
+                 log: Log) -> tuple[dict[Path, list[str]], list[Path]]:  # fmt: skip
     """Build and check the wheels in a fresh folder, move new ones into ``dist``: each with its patches; the kept."""
     pin, version = wheel_pin.pin, wheel_pin.local_version
     busy = (f"another patchseries run{{}} is writing wheels into {dist} (it holds that folder's lock); wait for it to "
