@@ -280,9 +280,8 @@ def built_from(wheel: Path) -> str | None:
     return None
 
 
-def kept(
-    target: Path, series: str, held: Files | None = None, then: str = " and re-run; nothing was written to dist/"
-) -> bool:
+def kept(target: Path, series: str, held: Files | None = None,
+         then: str = " and re-run; nothing was written to dist/") -> bool:  # fmt: skip
     """Whether a wheel built from ``series`` (holding ``held``) is at ``target``, to keep; anything else refuses."""
     if not (target.exists() or target.is_symlink()):
         return False
