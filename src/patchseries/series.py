@@ -207,9 +207,8 @@ def keep_cr(patch: Path) -> list[str]:
     return [] if has_crlf(patch) else ["--keep-cr"]
 
 
-def dropped_hunks(
-    repo: Path, base: str, committed: list[Patch], lacks: tuple[str, ...], exported: list[Path] | None = None
-) -> list[str]:
+def dropped_hunks(repo: Path, base: str, committed: list[Patch], lacks: tuple[str, ...],
+                  exported: list[Path] | None = None) -> list[str]:  # fmt: skip
     """What an export drops: each patch's hunks for ``lacks`` paths that neither the base nor an earlier patch adds."""
     if not lacks:
         return []
