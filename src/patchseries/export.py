@@ -386,9 +386,8 @@ def drift_report(
     return report
 
 
-def _differences(
-    patches: list[Patch], applied: list[Patch], patches_dir: Path, exported: Path, unchecked: dict[str, list[str]]
-) -> list[str]:
+def _differences(patches: list[Patch], applied: list[Patch], patches_dir: Path, exported: Path,
+                 unchecked: dict[str, list[str]]) -> list[str]:  # fmt: skip
     """The applied patches against a fresh export, numbers aside (the skipped moved them), then the series file."""
     fresh = sorted(exported.glob("*.patch"))
     if [p.name[5:] for p in applied] != [p.name[5:] for p in fresh]:
