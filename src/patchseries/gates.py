@@ -95,8 +95,7 @@ def before_after(ws: Workspace, tree: Path, paths: list[str], check: Check) -> l
     root = base_worktree(ws, tree, "gates")
     before = check(root, [path for path in paths if (root / path).is_file()])
     git("checkout", "--quiet", "--force", "--detach", out("rev-parse", "HEAD", cwd=tree), cwd=root)
-    after = check(root, paths)
-    return [compare(name, checked, found, before[name][1]) for name, (checked, found) in after.items()]
+    return [compare(name, checked, found, before[name][1]) for name, (checked, found) in check(root, paths).items()]
 
 
 def findings(command: list[str], root: Path, files: list[str]) -> Counter[str]:
