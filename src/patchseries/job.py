@@ -76,8 +76,7 @@ class JobResult:
 
     @property
     def exit_status(self) -> int:  # 0 passed, 1 failed, 5 no test ran (as pytest: the arguments selected none)
-        failed = not self.outcome.ok or any(c.new for c in self.upstream)
-        return 5 if self.outcome.no_tests else 1 if failed else 0
+        return 5 if self.outcome.no_tests else 1 if not self.outcome.ok or any(c.new for c in self.upstream) else 0
 
 
 def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> BaseSource:  # checked before anything is created
