@@ -83,8 +83,7 @@ def torch_index() -> str:  # an extra index for torch (CI: the CPU-only wheels) 
 
 def index_args(uv: bool, index: str) -> list[str]:
     # beside PyPI, the best version winning (torch's CPU builds are 2.13.0+cpu); uv takes the first index unless told
-    best = ["--index-strategy", "unsafe-best-match"] if uv else []
-    return ["--extra-index-url", index, *best] if index else []
+    return ["--extra-index-url", index, *(["--index-strategy", "unsafe-best-match"] if uv else [])] if index else []
 
 
 def companion_requirements(torch: str) -> list[str]:  # torch < 2.3 (a full release number): NumPy 1.x, pkg_resources
