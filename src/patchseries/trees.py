@@ -472,8 +472,7 @@ def already_present(repo: Path, patch: Path, options: list[str]) -> bool:  # its
 def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
     """The files a failed ``git am`` names: unmerged after a three-way merge, or reported by ``git apply``."""
     unmerged = out("diff", "--name-only", "--diff-filter=U", cwd=repo).splitlines()
-    reported = {match.group(1) for match in _FAILED_FILE.finditer(proc.stdout + proc.stderr)}
-    return sorted(set(unmerged) | reported)
+    return sorted(set(unmerged) | {match.group(1) for match in _FAILED_FILE.finditer(proc.stdout + proc.stderr)})
 
 
 def base_worktree(ws: Workspace, repo: Path, suffix: str = "base") -> Path:
