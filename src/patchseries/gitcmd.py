@@ -71,8 +71,7 @@ def failure_cause(proc: subprocess.CompletedProcess[str]) -> str:
     """The line of a failed git command's output that says why (its last line may be a usage reminder or a hint)."""
     detail = [line.strip() for line in (proc.stderr.strip() or proc.stdout.strip()).splitlines() if line.strip()]
     causes = [line for line in detail if line.startswith(("fatal:", "error:"))]
-    others = [line for line in detail if not line.startswith("hint:")]
-    return (causes or others or [f"exit status {proc.returncode}"])[-1]
+    return (causes or [x for x in detail if not x.startswith("hint:")] or [f"exit status {proc.returncode}"])[-1]
 
 
 def out(*args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
