@@ -147,8 +147,7 @@ def forward_message(message: str) -> str:
 def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, str, str]]:
     """Apply ``patch`` on ``repo`` (the release series so far): ``(changelog, heading, entry)`` per entry it adds."""
     only = release_only(patch)  # its entries stay in the release series
-    proc = git("am", "--quiet", *keep_cr(patch.path), patch.path, cwd=repo, env=TOOL_IDENTITY, check=False)
-    if proc.returncode != 0:
+    if git("am", "--quiet", *keep_cr(patch.path), patch.path, cwd=repo, env=TOOL_IDENTITY, check=False).returncode:
         raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `{check}` first")
     if only:
         return []
