@@ -137,7 +137,6 @@ def summary(result: JobResult) -> str:
     excluded = sum(len(v) for v in applied.excluded.values())
     patches = "already applied, reused" if applied.reused else f"{len(applied.applied)} applied"
     ran = ", ".join(f"{name}: {count}" for name, count in ran_per_group(outcome.junit, prepared.test_groups()).items())
-    verdict = {0: "OK", 1: "FAILED", 5: "NO TESTS RAN"}[result.exit_status]
     return "\n".join([
         "summary",
         f"  base:      {prepared.pin.name} {prepared.pin.version} ({prepared.base.source}, "
@@ -150,7 +149,7 @@ def summary(result: JobResult) -> str:
         *coverage,
         f"  tree:      {prepared.base.path} ({applied.where})",
         *(f"  upstream:  {comparison.line()}" for comparison in result.upstream),
-        f"  result:    {verdict}",
+        f"  result:    {({0: 'OK', 1: 'FAILED', 5: 'NO TESTS RAN'})[result.exit_status]}",
     ])  # fmt: skip
 
 
