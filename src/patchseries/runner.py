@@ -144,10 +144,9 @@ def build_venv(venv: Path, python: str, uv: str | None, args: list[str], cannot:
     inside = str(build / "bin" / "python")
     create = [uv, "venv", "--quiet", "--python", python, str(build)] if uv else [python, "-m", "venv", str(build)]
     pip = [inside, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    install = [uv, "pip", "install", "--quiet", "--python", inside] if uv else pip
     try:
         run_installer(create, f"cannot create a virtual environment with {python}", log)
-        run_installer([*install, *args], cannot, log)
+        run_installer([*([uv, "pip", "install", "--quiet", "--python", inside] if uv else pip), *args], cannot, log)
         if recipe is not None:
             (build / READY).write_text(recipe)
     except BaseException:
