@@ -175,15 +175,16 @@ def test_check_on_an_upstream_tree_checks_every_hunk(synthetic, upstream_series)
 
 def test_export_from_the_sdist_tree_refuses_to_drop_hunks_for_files_it_lacks(synthetic, upstream_series):
     patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
+    _in_git(synthetic.ws.patches)  # the other tree's export, committed: this tree may replace it
     git(synthetic.tree, "am", "-q", f"--exclude={DOCS}", str(patch))  # what `apply` does on the sdist base
-    before = {p.name: p.read_text() for p in synthetic.ws.patches.iterdir()}
+    before = {p.name: p.read_text() for p in synthetic.ws.patches.iterdir() if p.is_file()}
 
     with pytest.raises(
         SeriesError, match=r"would drop 0003-Add-a-docstring-and-document-it.patch's hunks for docs/index.rst"
     ):
         export_series(synthetic.tree, synthetic.ws.patches, branch="series", lacks=LACKS)
 
-    assert {p.name: p.read_text() for p in synthetic.ws.patches.iterdir()} == before
+    assert {p.name: p.read_text() for p in synthetic.ws.patches.iterdir() if p.is_file()} == before
     export_series(synthetic.tree, synthetic.ws.patches, branch="series", lacks=LACKS, drop_lacking=True)
     assert DOCS not in patch.read_text()
 
@@ -327,8 +328,8 @@ def test_an_export_interrupted_anywhere_leaves_the_old_series_or_the_new_one_and
     import shutil
     from pathlib import Path
 
-    patches = synthetic.ws.patches
-    old = _snapshot(patches)
+    patches, record = synthetic.ws.patches, synthetic.tree / ".git" / "patchseries-base"
+    old, held = _snapshot(patches), record.read_bytes()  # the series, and the tree's record that it last held it
     _rework(synthetic.tree)
     export_series(synthetic.tree, patches, branch="series")
     new = _snapshot(patches)
@@ -337,6 +338,7 @@ def test_an_export_interrupted_anywhere_leaves_the_old_series_or_the_new_one_and
         (patches / name).write_bytes(data)
     for name in set(new) - set(old):
         (patches / name).unlink()
+    record.write_bytes(held)
 
     steps = {"count": 0, "stop_at": 0}
 
@@ -372,6 +374,7 @@ def test_an_export_interrupted_anywhere_leaves_the_old_series_or_the_new_one_and
                 (patches / name).write_bytes(data)
             for name in set(new) - set(old):
                 (patches / name).unlink()
+            record.write_bytes(held)
         steps["stop_at"] = saved
     assert interrupted >= 3
     assert _snapshot(patches) == new
@@ -1170,3 +1173,23 @@ def test_export_refuses_a_status_line_git_does_not_read_as_the_one_trailer(synth
         "paragraph, which holds trailers only"
     )
     assert files_of(synthetic.ws.patches) == before
+
+
+def test_export_from_another_tree_keeps_what_a_removed_tree_exported_and_nobody_committed(synthetic, tmp_path):
+    """The bytes an export wrote are kept by its tree: once that tree is gone, another tree's export may not replace
+    them (the last export's record does not hold them for it)."""
+    patches = synthetic.ws.patches
+    _in_git(patches)
+    other = tmp_path / "other"
+    assert cli("edit", "--patches", str(patches), "--workdir", str(other)).returncode == 0  # a second tree
+    commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    assert synthetic.run("export").returncode == 0  # not committed
+    shutil.rmtree(synthetic.tree)
+    mine = files_of(patches)
+    (second,) = (other / "edit").iterdir()
+    commit(second, {CORE: "def answer():\n    return 43\n"}, "Another change\n\nUpstream-Status: Pending")
+
+    error = one_error(synthetic.run("export", "--tree", str(second)))
+
+    assert error.startswith("error: export would overwrite or remove "), error
+    assert files_of(patches) == mine

@@ -248,16 +248,16 @@ def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch]
 def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> int:
     from patchseries.export import drift_report
 
-    reexport = _reexport(ws, checkout, patches_dir, pin, patches)
+    reexport, tree = _reexport(ws, checkout, patches_dir, pin, patches)
     if checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
         base = pin.commit or f"refs/tags/{pin.tag}"
-        report = drift_report(checkout, patches, patches_dir, ws.scratch, base=base, reexport=reexport)
+        report = drift_report(checkout, patches, patches_dir, ws.scratch, base=base, reexport=reexport, tree=tree)
     elif patches_dir != ws.patches or not pin.has_sdist:
         print(f"not checked: {len(patches)} patches pinned to upstream commit {pin.where[:12]}; pass --checkout PATH")
         return 0
     else:
         sdist = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), make_log())[0].path
-        report = drift_report(sdist, patches, patches_dir, ws.scratch, pin.sdist_lacks, reexport=reexport)
+        report = drift_report(sdist, patches, patches_dir, ws.scratch, pin.sdist_lacks, reexport=reexport, tree=tree)
     if report.problems:
         print("\n".join(f"drift: {problem}" for problem in report.problems))
         return 1
@@ -270,15 +270,17 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
     return 0
 
 
-def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> str:
-    """``forward`` for a forward series, else ``export`` of the first edit tree there is, after ``edit`` if none."""
+def _reexport(
+    ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]
+) -> tuple[str, Path | None]:  # fmt: skip
+    """``forward`` for a forward series, else ``export`` of the first edit tree there is (and it), after ``edit``."""
     given = ("--checkout", checkout) if checkout is not None else ()
     if patches_dir != ws.patches:  # the forward series beside the release series of --patches
-        return ws.command("forward", *given)
+        return ws.command("forward", *given), None
     release = ws.patches.parent
     if pin.commit and (release / "series").is_file() and (release / "base.toml").is_file():
         to = () if ws.patches == release / FORWARD_DIR else ("--to", ws.patches)
-        return ws.command_on(release, "forward", *given, *to)
+        return ws.command_on(release, "forward", *given, *to), None
     takes = False
     with suppress(SeriesError):  # `edit --checkout` only where edit takes that checkout
         takes = checkout is not None and bool(resolve_source(ws, pin, checkout, False, False))
@@ -291,7 +293,7 @@ def _reexport(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin,
     ]
     tree, edit = next((c for c in candidates if (c[0] / ".git").exists()), candidates[0])
     export = ws.command("export", *(("--tree", tree) if tree != default else ()))
-    return export if (tree / ".git").exists() else f"{ws.command(*edit)} && {export}"
+    return (export, tree) if (tree / ".git").exists() else (f"{ws.command(*edit)} && {export}", None)
 
 
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:

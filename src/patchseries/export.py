@@ -100,16 +100,17 @@ def export_series(
         ids = {name: blob_id((staging / name).read_bytes()) for name in written}
         (staging / RECORD).write_text("".join(f"{ids[name]} {name}\n" for name in written))
         removed = [name for name in series.listed_names(patches_dir / "series") if name not in written]
-        if lost := unkept(patches_dir, [*removed, *written], staging / RECORD):
+        if lost := unkept(patches_dir, [*removed, *written], held := {*last_held(repo, patches_dir), *ids.items()}):
             _refuse_losing(patches_dir, lost)
-        # a patch replaced or removed that the tree never held (made from, exported): a change committed since it was
-        # made, or by hand; for a tree the tool has no record of, a patch removed that the last export did not write
-        seen = tree.seen if (tree := BaseRecord.read(repo)) else None
-        held = {*(seen.items() if seen is not None else _recorded(patches_dir / RECORD)), *ids.items()}
-        unseen = _unseen(patches_dir, removed if seen is None else [*removed, *written], held)
+        # a file replaced or removed that the tree did not last hold (made from, exported): a change committed since,
+        # or by hand; for a tree without that record, a patch removed that the last export did not write
+        recorded = (tree := BaseRecord.read(repo)) is not None and tree.seen is not None
+        unseen = _unseen(patches_dir, [*removed, *written] if recorded else removed, held)
+        if tree is not None:
+            tree.holds(repo, held)  # until the switch is done: a killed one leaves old and new files, both held
         _switch(patches_dir, staging, [*written, RECORD], removed)
         if tree is not None:
-            tree.holds(repo, ids)
+            tree.holds(repo, set(ids.items()))
     for leftover in cut_short(patches_dir):  # a killed export's, once the series is whole again (the lock is held)
         shutil.rmtree(leftover)
     if unseen:
@@ -125,6 +126,13 @@ def _recorded(record: Path) -> set[tuple[str, str]]:  # (name, blob id) as an ex
     return {(name, blob) for blob, _, name in (line.partition(" ") for line in lines)}
 
 
+def last_held(tree: Path | None, folder: Path) -> set[tuple[str, str]]:
+    """What an export from ``tree`` may replace in ``folder`` besides what git holds: the series the tree last held
+    (made from, exported), else (a tree without that record) what the last export into ``folder`` wrote."""
+    record = BaseRecord.read(tree) if tree is not None and tree.is_dir() else None
+    return set(record.seen) if record is not None and record.seen is not None else _recorded(folder / RECORD)
+
+
 def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:  # those ``held`` lacks
     return [
         name
@@ -138,12 +146,11 @@ def _committed(folder: Path) -> dict[str, str]:  # each file of ``folder`` at HE
     return {entry.split("\t", 1)[1]: entry.split()[2] for entry in entries if "\t" in entry}
 
 
-def unkept(folder: Path, names: list[str], *records: Path) -> list[str]:
-    """The files ``names`` of ``folder`` whose bytes (line endings aside) neither git (at HEAD), a record (the last
-    export's, ``records``) nor another file of ``folder`` (``cp F F.mine``; a link holds nothing of its own) holds."""
-    held = set(_committed(folder).items())
-    for record in (folder / RECORD, *records):
-        held |= _recorded(record)
+def unkept(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:
+    """The files ``names`` of ``folder`` whose bytes (line endings aside) neither git (at HEAD), ``held`` (what the
+    export's tree last held: ``last_held``) nor another file of ``folder`` (``cp F F.mine``; a link holds nothing of
+    its own) holds."""
+    held = held | set(_committed(folder).items())
     others = [p for p in folder.iterdir() if p.name not in names and p.is_file() and not p.is_symlink()]
     kept = {blob_id(p.read_bytes()) for p in others}
 
@@ -351,7 +358,7 @@ class DriftReport:  # what the drift check found: problems fail it; unchecked li
 
 def drift_report(
     base_repo: Path, patches: list[Patch], patches_dir: Path, scratch: Path, lacks: tuple[str, ...] = (),
-    base: str = BASE_REF, reexport: str = tool_command("export"),
+    base: str = BASE_REF, reexport: str = tool_command("export"), tree: Path | None = None,
 ) -> DriftReport:  # fmt: skip
     """Every difference between the patches, applied to the base, and a fresh export of them; then ``reexport``."""
     if not (base_commit := _commit(base_repo, base)):
@@ -380,7 +387,8 @@ def drift_report(
         export_series(tree, tree.parent / "exported", branch="drift-check", base=base_commit)
         report.problems += _differences(patches, applied, patches_dir, tree.parent / "exported", report.unchecked)
     if report.problems:
-        mine = unkept(patches_dir, ["series", *(patch.name for patch in patches)])  # export would refuse to replace
+        mine = unkept(patches_dir, ["series", *(p.name for p in patches)], last_held(tree, patches_dir))  # export
+        # from ``tree`` would refuse to replace them
         fix = " && ".join([*(shell("cp", patches_dir / n, kept_path(patches_dir / n)) for n in mine), reexport])
         report.problems.append(f"to write the series again (a copy of each file changed by hand kept): `{fix}`")
     return report

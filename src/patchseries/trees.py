@@ -81,17 +81,19 @@ class BaseRecord:  # the pin's base, the series folder and base commit a tree wa
     base: str
     patches: str
     commit: str = ""
-    seen: dict[str, str] | None = None  # the series it last held (made from, exported): file -> blob; None: unknown
+    seen: frozenset[tuple[str, str]] | None = None  # the series it last held (made from, exported); None: unknown
 
     @staticmethod
     def read(repo: Path) -> BaseRecord | None:
         fields = _read_json(path, "base", "patches") if (path := _base_record(repo)) else None
-        seen = fields["seen"] if fields and isinstance(fields.get("seen"), dict) else None
+        pairs = fields.get("seen") if fields else None  # a record of another form: not known
+        ok = isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs)
+        seen = frozenset((str(name), str(blob)) for name, blob in pairs or ()) if ok else None
         return BaseRecord(fields["base"], fields["patches"], str(fields.get("commit", "")), seen) if fields else None
 
-    def holds(self, repo: Path, series: dict[str, str]) -> None:  # export wrote ``series`` from the tree
+    def holds(self, repo: Path, series: set[tuple[str, str]]) -> None:  # export wrote ``series`` from the tree
         if self.seen is not None and (path := _base_record(repo)):
-            write_file(path, json.dumps({**asdict(self), "seen": series}, sort_keys=True) + "\n")
+            write_file(path, json.dumps({**asdict(self), "seen": sorted(series)}, sort_keys=True) + "\n")
 
 
 def _base_record(repo: Path) -> Path | None:  # in the common git directory: one for all worktrees of a tree
@@ -300,7 +302,7 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
         result = apply_series(base, patches, pin, log)
         identity = f"{pin.name} {source.ref[:12]} (--force-base)" if source.forced else pin.identity
         files = [ws.series_file, *(patch.path for patch in patches)] if ws.series_file.is_file() else []
-        seen = {path.name: blob_id(path.read_bytes()) for path in files}  # export notes what it never held
+        seen = sorted((path.name, blob_id(path.read_bytes())) for path in files)  # export: what it may replace
         _write_json(base.path, BASE_RECORD, {"base": identity, "patches": str(ws.patches), "commit": base.base_commit,
                                              "seen": seen})  # fmt: skip
         if tree.parent == ws.trees:  # the tool's own; from now on a reflog entry is the person's
