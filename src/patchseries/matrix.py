@@ -163,9 +163,8 @@ def check_table_page(page: Path) -> str:
 def update_table_page(page: Path, table: str) -> None:
     text = check_table_page(page)
     newline = "\r\n" if "\r\n" in text else "\n"
-    head, rest = text.split(TABLE_START, 1)
     table = table.replace("\r\n", "\n").replace("\n", newline)
-    write_file(page, f"{head}{TABLE_START}{newline}{table}{TABLE_END}{rest.split(TABLE_END, 1)[1]}")
+    write_file(page, f"{text.split(TABLE_START)[0]}{TABLE_START}{newline}{table}{TABLE_END}{text.split(TABLE_END)[1]}")
 
 
 def _probe(env: Environment, log: Log, torch: str) -> dict[str, Any]:
