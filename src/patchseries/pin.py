@@ -108,7 +108,19 @@ class _BadPin(Exception):  # a value of the pin file that the tool cannot use; t
 
 def load_pin(path: Path) -> Pin:
     try:
-        return _pin(tomllib.loads(path.read_bytes().decode().removeprefix("\ufeff")))
+        data = tomllib.loads(path.read_bytes().decode().removeprefix("\ufeff"))
+        commit_pinned = isinstance(data.get("base"), dict) and bool(data["base"].get("commit"))
+        base = _table(data, "base", optional=("tag", "release_date") if commit_pinned else ())
+        if unknown := sorted(set(data) - {"base", "sdist", "wheels"}):
+            raise _BadPin(f"has the unknown table '[{unknown[0]}]'; known: base, sdist, wheels")
+        if commit_pinned:  # pinned to an upstream commit: there is no release, so no sdist and no wheels
+            if "sdist" in data or "wheels" in data:
+                raise _BadPin("[sdist] and [wheels] are for a release: a series pinned to an upstream commit has none")
+            sdist = {"url": "", "sha256": "", "root": "", "base_commit": base["commit"], "lacks": ()}
+        else:
+            sdist = _table(data, "sdist")
+        sdist_fields = {("" if key == "base_commit" else "sdist_") + key: value for key, value in sdist.items()}
+        return Pin(**base, **sdist_fields, wheels=_wheels(data, base["name"]) if "wheels" in data else None)
     except FileNotFoundError:
         raise SeriesError(f"pin file {path} does not exist") from None
     except UnicodeDecodeError as exc:  # TOML is UTF-8
@@ -117,21 +129,6 @@ def load_pin(path: Path) -> Pin:
         raise SeriesError(f"pin file {path} is not valid TOML: {exc}") from None
     except _BadPin as exc:
         raise SeriesError(f"pin file {path}: {exc}") from None
-
-
-def _pin(data: dict[str, Any]) -> Pin:
-    commit_pinned = isinstance(data.get("base"), dict) and bool(data["base"].get("commit"))
-    base = _table(data, "base", optional=("tag", "release_date") if commit_pinned else ())
-    if unknown := sorted(set(data) - {"base", "sdist", "wheels"}):
-        raise _BadPin(f"has the unknown table '[{unknown[0]}]'; known: base, sdist, wheels")
-    if commit_pinned:  # pinned to an upstream commit: there is no release, so no sdist and no wheels
-        if "sdist" in data or "wheels" in data:
-            raise _BadPin("[sdist] and [wheels] are for a release: a series pinned to an upstream commit has none")
-        sdist = {"url": "", "sha256": "", "root": "", "base_commit": base["commit"], "lacks": ()}
-    else:
-        sdist = _table(data, "sdist")
-    sdist_fields = {("" if key == "base_commit" else "sdist_") + key: value for key, value in sdist.items()}
-    return Pin(**base, **sdist_fields, wheels=_wheels(data, base["name"]) if "wheels" in data else None)
 
 
 def _wheels(data: dict[str, Any], unified: str) -> Wheels:
