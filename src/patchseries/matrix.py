@@ -17,7 +17,7 @@ from patchseries.interrupts import write_file
 from patchseries.job import BaseChoice, Prepared, install_acceptance, prepare, write_harness
 from patchseries.paths import PROJECT_ROOT, Workspace, project_root
 from patchseries.progress import Log
-from patchseries.runner import TORCH, Environment, ensure_environment, junit_cases, run_tests
+from patchseries.runner import TORCH, ensure_environment, junit_cases, run_tests
 from patchseries.trees import BASE_REF, base_worktree, recording
 
 DEFAULT_VERSIONS = tuple(f"{a}.{b}.{c}" for (a, b), (_, _, c) in TORCH.items())  # each minor's newest release
@@ -70,7 +70,14 @@ def run_matrix(ws: Workspace, versions: list[str], log: Log, installer: str = "a
             row.after = results_by_module(after.junit)
             if after.coverage_xml is not None:
                 row.changed_lines = measure(added, after.coverage_xml).to_dict()
-            row.compile = _probe(env, log, row.torch)
+            log(f"torch {row.torch}: compile statistics")
+            probe = (project_root() or PROJECT_ROOT) / "benchmarks" / "toggle_cost.py"
+            command = [str(env.python), str(probe), "--json", "--backend", "aot_eager", "--steps", "6"]
+            proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
+            try:
+                row.compile = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+            except (IndexError, TypeError, ValueError):  # its error, such as a probe that is not there
+                row.compile = {"error": (proc.stderr.strip().splitlines() or ["probe failed"])[-1][:160]}
     if measured := [ChangedLines.from_dict(row.changed_lines) for row in rows if row.changed_lines]:
         merge(measured).write(ws.reports / "matrix", f"Changed lines covered on any of torch {', '.join(versions)}")
     return rows
@@ -165,17 +172,6 @@ def update_table_page(page: Path, table: str) -> None:
     newline = "\r\n" if "\r\n" in text else "\n"
     table = table.replace("\r\n", "\n").replace("\n", newline)
     write_file(page, f"{text.split(TABLE_START)[0]}{TABLE_START}{newline}{table}{TABLE_END}{text.split(TABLE_END)[1]}")
-
-
-def _probe(env: Environment, log: Log, torch: str) -> dict[str, Any]:
-    log(f"torch {torch}: compile statistics")
-    probe = (project_root() or PROJECT_ROOT) / "benchmarks" / "toggle_cost.py"
-    command = [str(env.python), str(probe), "--json", "--backend", "aot_eager", "--steps", "6"]
-    proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
-    try:
-        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
-    except (IndexError, TypeError, ValueError):  # its error, such as a probe that is not there
-        return {"error": (proc.stderr.strip().splitlines() or ["probe failed"])[-1][:160]}
 
 
 def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
