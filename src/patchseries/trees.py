@@ -209,8 +209,7 @@ def build_base(ws: Workspace, pin: Pin, source: BaseSource, work: Path, log: Log
         (work / "sdist").mkdir()
         safe_extract(archive, work / "sdist")
         stage("fetch-unpacked")
-        repo = work / "sdist" / pin.sdist_root
-        if not repo.is_dir():
+        if not (repo := work / "sdist" / pin.sdist_root).is_dir():
             raise SeriesError(f"{archive.name} has no top-level folder {pin.sdist_root!r}; check "
                               "[sdist].root in the pin")  # fmt: skip
         for egg_info in repo.glob("src/*.egg-info"):
