@@ -282,8 +282,7 @@ def _move_aside(tree: Path) -> tuple[Path, str]:  # where a person's tree goes, 
 
 def edit_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, log: Log) -> Path:
     """A new tree for a person to change the series in; the tool never writes it again (``export`` reads it)."""
-    tree = ws.workdir / EDIT_DIR / source.tree_name
-    if tree.exists() or tree.is_symlink():
+    if (tree := ws.workdir / EDIT_DIR / source.tree_name).exists() or tree.is_symlink():
         raise SeriesError(f"{tree} exists, and it is yours: the tool never rewrites it; edit it and export it "
                           f"({ws.command('export', '--tree', tree)}), or move it away "
                           f"({_move_aside(tree)[1]}) to make a fresh one")  # fmt: skip
