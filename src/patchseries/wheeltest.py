@@ -32,8 +32,7 @@ print(json.dumps([metadata.version(sys.argv[1]), spec and spec.origin, sysconfig
 
 def find_wheel(dist: Path, package: str, local_version: str, rebuild: str) -> Path:
     """The wheel of ``package`` in ``dist``; ``rebuild``: the command that builds it there (the run's own options)."""
-    found = sorted(dist.glob(f"{package}-{local_version}-*.whl")) if dist.is_dir() else []
-    if not found:
+    if not (found := sorted(dist.glob(f"{package}-{local_version}-*.whl")) if dist.is_dir() else []):
         raise SeriesError(f"there is no {package} {local_version} wheel in {dist}; build the wheels first ({rebuild})")
     return found[-1]
 
