@@ -191,8 +191,7 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     text = (repo / changelog).read_bytes().decode() if (repo / changelog).is_file() else ""
     cr = "\r" if "\r\n" in text else ""  # the file's line endings: the diff is the entry alone
     lines = text.removesuffix("\n").split("\n")  # only "\n" ends a line (not a CR, nor U+2028); each keeps its CR
-    start = next((i for i, line in enumerate(lines) if line.lower().startswith("## [unreleased]")), None)
-    if start is None:
+    if (start := next((i for i, line in enumerate(lines) if line.lower().startswith("## [unreleased]")), None)) is None:
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "---"))), len(lines))
     block = [f"{line}{cr}" for line in entry.split("\n")]
