@@ -188,9 +188,8 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
         what = "is not a git repository (it has no .git)" if given.exists() else "does not exist"
         raise SeriesError(f"--tree {given} {what}; pass the tree to export (a clone with branches base and series)")
     if not (tree / ".git").exists():  # a place taken (a dangling link) is moved away first: edit would refuse it
-        make = f"make one to edit with `{edit}`, or pass --tree"
-        move = f"move it away ({shell('mv', given, kept_path(given))}) and " if os.path.lexists(given) else ""
-        raise SeriesError(f"there is no tree to export at {given}; {move}{make}")
+        mv = f"move it away ({shell('mv', given, kept_path(given))}) and " if os.path.lexists(given) else ""
+        raise SeriesError(f"there is no tree to export at {given}; {mv}make one to edit with `{edit}`, or pass --tree")
     refuse_another_base(tree, pin, ws, edit, args.branch)
     names = export_series(
         tree, ws.patches, branch=args.branch, lacks=pin.sdist_lacks, drop_lacking=args.drop_missing,
