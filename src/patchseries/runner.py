@@ -74,8 +74,7 @@ def _show(version: tuple[int, int]) -> str:
 
 
 def torch_index() -> str:  # an extra index for torch (CI: the CPU-only wheels) ('' if unset), refused unless a URL
-    index = os.environ.get("PATCHSERIES_TORCH_INDEX", "").strip()
-    if index and not re.match(r"(https?|file)://.", index):
+    if (index := os.environ.get("PATCHSERIES_TORCH_INDEX", "").strip()) and not re.match(r"(https?|file)://.", index):
         raise SeriesError(f"PATCHSERIES_TORCH_INDEX={index!r} is not a package index URL (such as https://download."
                           "pytorch.org/whl/cpu); correct it, or unset it to use PyPI alone")  # fmt: skip
     return index
