@@ -202,8 +202,7 @@ def _switch(folder: Path, staging: Path, written: list[str], removed: list[str])
 
 def parse_identity(text: str, given_as: str = "--author") -> tuple[str, str]:
     """``Name <email>`` -> ``(name, email)``; a refusal names where ``text`` came from (``given_as``)."""
-    match = _IDENTITY.match(text.strip())
-    if match and not is_placeholder(match["email"]):
+    if (match := _IDENTITY.match(text.strip())) and not is_placeholder(match["email"]):
         return match["name"], match["email"]
     shown, fix = (f"--author {text!r}", "pass --author 'Your Name <you@example.com>'")
     if given_as != "--author":
