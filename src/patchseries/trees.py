@@ -264,7 +264,7 @@ def tool_tree(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource,
         if (why := changes_since_built(tree)) is not None:
             kept, move = _move_aside(tree)
             raise SeriesError(f"{tree} is not as the tool built it ({why}); it may hold your work, so it is left as it "
-                              f"is: move it away ({move}){_commits_remedy(ws, pin, patches, source, kept)}, and "
+                              f"is: move it away ({move}){_commits_remedy(ws, pin, patches, source, tree, kept)}, and "
                               "re-run; nothing was changed")  # fmt: skip
         record = _read_json(tree / ".git" / RECORD)
         if (record["source"], record["fingerprint"]) == (source.key, fingerprint(patches)):
@@ -406,8 +406,7 @@ def _write_json(repo: Path, name: str, value: object) -> None:
     write_file(repo / ".git" / name, json.dumps(value, sort_keys=True) + "\n")
 
 
-def _commits_remedy(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, kept: Path) -> str:
-    tree = ws.trees / source.tree_name
+def _commits_remedy(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tree: Path, kept: Path) -> str:
     head = (_read_json(tree / ".git" / RECORD, "head") or {}).get("head", "")
     if not head or not git("rev-list", f"{head}..{SERIES_REF}", cwd=tree, check=False).stdout.strip():
         return ""
