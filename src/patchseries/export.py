@@ -134,11 +134,8 @@ def last_held(tree: Path | None, folder: Path) -> set[tuple[str, str]]:
 
 
 def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:  # those ``held`` lacks
-    return [
-        name
-        for name in names
-        if (folder / name).is_file() and (name, blob_id((folder / name).read_bytes())) not in held
-    ]
+    files = [name for name in names if (folder / name).is_file()]
+    return [name for name in files if (name, blob_id((folder / name).read_bytes())) not in held]
 
 
 def _committed(folder: Path) -> dict[str, str]:  # each file of ``folder`` at HEAD: its blob id (none outside git)

@@ -89,21 +89,16 @@ def _try(repo: Path, patch: Patch) -> Outcome:
 
 
 def _merged(repo: Path, patch: Patch, options: list[str]) -> str:  # "": no 3-way merge by the blobs it names, conflicts
-    base, after, index = (
-        {"GIT_INDEX_FILE": str(git_path(repo, f"patchseries-{n}"))} for n in ("base", "after", "merge")
-    )
-    fake = [
-        [f"--build-fake-ancestor={base['GIT_INDEX_FILE']}"],
-        ["-R", f"--build-fake-ancestor={after['GIT_INDEX_FILE']}"],
-    ]
-    git("read-tree", "HEAD", cwd=repo, env=index)
+    pre, post, merge = ({"GIT_INDEX_FILE": str(git_path(repo, f"patchseries-{n}"))} for n in ("pre", "post", "merge"))
+    fake = [f"--build-fake-ancestor={pre['GIT_INDEX_FILE']}"], ["-R", f"--build-fake-ancestor={post['GIT_INDEX_FILE']}"]
+    git("read-tree", "HEAD", cwd=repo, env=merge)
     # the blobs its index lines name exist and it turns the ones into the others (else git applies it by its context)
-    for step, env in zip([*fake, ["--cached"], ["--cached", "--3way"]], (None, None, base, index), strict=True):
+    for step, env in zip([*fake, ["--cached"], ["--cached", "--3way"]], (None, None, pre, merge), strict=True):
         if git("apply", *step, *options, patch.path, cwd=repo, env=env, check=False).returncode:
             return ""
     blobs = ("ls-files", "--format=%(objectname) %(path)")  # not the modes: git -R takes a gitlink's as a file's
-    named = out(*blobs, cwd=repo, env=base) == out(*blobs, cwd=repo, env=after)
-    return out("write-tree", cwd=repo, env=index) if named else ""
+    named = out(*blobs, cwd=repo, env=pre) == out(*blobs, cwd=repo, env=post)
+    return out("write-tree", cwd=repo, env=merge) if named else ""
 
 
 def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) -> Outcome:
