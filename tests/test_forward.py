@@ -830,3 +830,26 @@ def test_forward_into_the_folder_it_reads_does_not_wait_for_its_own_lock(synthet
     proc = synthetic.run("forward", "--checkout", str(master), "--to", str(synthetic.ws.patches))
 
     assert "another patchseries export or forward is writing" not in proc.stderr
+
+
+def test_a_changelog_a_patch_creates_and_changes_again_is_never_left_out(synthetic, master):
+    """A second hunk for the new file (added by hand; git am applies both): forward may not drop the file (it took the
+    second hunk's path for an existing CHANGELOG's and excluded both); git's 3-way cannot place it: a conflict."""
+    notes = "# Changelog\n\n## [unreleased]\n\n### Added\n\n- First entry\n"
+    files = {"src/fakelib/plugins/CHANGELOG.md": notes, "src/fakelib/plugins/__init__.py": "X = 1\n"}
+    commit(synthetic.tree, files, "Add plugins\n\nUpstream-Status: Pending")
+    export_series(synthetic.tree, synthetic.ws.patches, branch="series")
+    patch, path = synthetic.ws.patches / "0004-Add-plugins.patch", "src/fakelib/plugins/CHANGELOG.md"
+    more = f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -5,3 +5,4 @@\n ### Added\n \n - First entry\n"
+    patch.write_text(
+        patch.read_text().replace(
+            "diff --git a/src/fakelib/plugins/__init__", f"{more}+- Second\ndiff --git a/src/fakelib/plugins/__init__"
+        )
+    )
+    before = files_of(synthetic.ws.patches)
+
+    proc = synthetic.run("forward", "--checkout", str(master))
+
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"0004-Add-plugins.patch +conflicts", proc.stdout), proc.stdout
+    assert files_of(synthetic.ws.patches) == before

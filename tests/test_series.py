@@ -299,3 +299,17 @@ def test_a_patch_file_without_its_from_line_is_read_as_git_am_reads_it(tmp_path)
     path.write_text(path.read_text().split("\n", 1)[1])
 
     assert parse_patch(path).trailer("Upstream-Status") == "Pending"
+
+
+def test_a_patch_file_holding_a_diff_git_am_does_not_read_is_refused(synthetic):
+    """A MIME preamble, which git mailinfo skips, holding a diff: git apply would read it, git am would not."""
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    head, _, body = first.read_text().partition("\n\n")
+    decoy = (
+        "diff --git a/src/fakelib/core.py b/src/fakelib/core.py\n--- a/src/fakelib/core.py\n+++ b/src/fakelib/core.py\n"
+    )
+    mime = '\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="XX"'
+    first.write_text(f"{head}{mime}\n\n{decoy}@@ -1 +1 @@\n-x\n+x\n--XX\nContent-Type: text/plain\n\n{body}")
+
+    for command in ("status", "apply"):
+        assert f"{first.name}: git am reads other changes than its text shows" in one_error(synthetic.run(command))

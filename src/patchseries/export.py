@@ -19,7 +19,7 @@ from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
 from patchseries.progress import Log, quiet
 from patchseries.series import EXPORT_STAGING, Patch, blob_id, cut_short, dropped_hunks, has_crlf, trailers
-from patchseries.trees import BASE_REF, TOOL_ATTRIBUTES, BaseRecord, fetch_advice, refuse_operation_in_progress
+from patchseries.trees import BASE_REF, TOOL_ATTRIBUTES, BaseRecord, fetch_advice, hold, refuse_operation_in_progress
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
 FORMAT_PATCH_OPTIONS = (
@@ -102,15 +102,12 @@ def export_series(
         removed = [name for name in series.listed_names(patches_dir / "series") if name not in written]
         if lost := unkept(patches_dir, [*removed, *written], held := {*last_held(repo, patches_dir), *ids.items()}):
             _refuse_losing(patches_dir, lost)
-        # a file replaced or removed that the tree did not last hold (made from, exported): a change committed since,
-        # or by hand; for a tree without that record, a patch removed that the last export did not write
+        # noted: a file the tree did not last hold (changed in git since, or by hand); with no such record, a removal
         recorded = (tree := BaseRecord.read(repo)) is not None and tree.seen is not None
         unseen = _unseen(patches_dir, [*removed, *written] if recorded else removed, held)
-        if tree is not None:
-            tree.holds(repo, held)  # until the switch is done: a killed one leaves old and new files, both held
+        hold(repo, held)  # until the switch is done: a killed one leaves old and new files, both held
         _switch(patches_dir, staging, [*written, RECORD], removed)
-        if tree is not None:
-            tree.holds(repo, set(ids.items()))
+        hold(repo, set(ids.items()))
     for leftover in cut_short(patches_dir):  # a killed export's, once the series is whole again (the lock is held)
         shutil.rmtree(leftover)
     if unseen:

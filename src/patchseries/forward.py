@@ -68,7 +68,10 @@ def _commit(repo: Path, ref: str, what: str) -> str:
 
 def _try(repo: Path, patch: Patch) -> Outcome:
     """``patch`` on HEAD, CHANGELOGs aside: already upstream by the tree (not history), applied as written, or not."""
-    options = [f"--exclude={literal(c.path)}" for c in patch.changes if _CHANGELOG.search(c.path) and c.kind != "new"]
+    kept = patch.new_files  # a CHANGELOG it creates is carried whole, every hunk of it
+    options = [
+        f"--exclude={literal(c.path)}" for c in patch.changes if _CHANGELOG.search(c.path) and c.path not in kept
+    ]
     if len(options) < len(patch.changes) and already_present(repo, patch.path, options):
         return Outcome(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
     head, wanted = out("rev-parse", "HEAD", cwd=repo), out("apply", "--numstat", *options, patch.path, cwd=repo)
@@ -162,8 +165,9 @@ def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]
     item with its indented lines, blank ones between them too), and each other line it adds or removes there."""
     found: list[tuple[str, int, str]] = []
     others: list[str] = []
+    created = {section_path(s) for s in file_sections(text) if "\nnew file mode " in s.split("@@")[0]}  # carried whole
     for section in file_sections(text):
-        if _CHANGELOG.search(path := section_path(section)) and "\nnew file mode " not in section.split("@@")[0]:
+        if _CHANGELOG.search(path := section_path(section)) and path not in created:
             for hunk in hunks(section):
                 current, blank = None, ""  # the entry that an added, indented line continues; blank lines since
                 for marker, number, line in hunk:

@@ -150,7 +150,8 @@ def parse_patch(path: Path) -> Patch:
         raise SeriesError(f"{path.name} holds {mails[2]} patches (a line 'From <word> <date>' starts one); git "
                           "format-patch writes one a file: split it")  # fmt: skip
     raw = path.read_bytes() if keep_cr(path) else path.read_bytes().replace(b"\r\n", b"\n")  # as git am reads it
-    if not raw.endswith(mails[3].encode(errors=ENCODING_ERRORS)):  # the diff git am applies is the file's own text
+    diff = mails[3].encode(errors=ENCODING_ERRORS)  # what git am applies: the file's own text, and its only diff
+    if not raw.endswith(diff) or b"\ndiff --git " in raw[: len(raw) - len(diff)]:
         raise SeriesError(f"{path.name}: git am reads other changes than its text shows (an encoded mail, an "
                           "attachment); write it as git format-patch does")  # fmt: skip
     if (check := git("apply", "--numstat", path, check=False)).returncode != 0:
@@ -160,8 +161,7 @@ def parse_patch(path: Path) -> Patch:
 
 
 def am_reads(path: Path, cwd: Path | None = None, within: Path | None = None) -> tuple[dict[str, str], str, int, str]:
-    """What ``git am`` reads from a patch file: mailinfo's fields, the message it commits, the number of mails, the
-    first mail's diff."""
+    """What ``git am`` reads from a patch file: mailinfo's fields, its message, how many mails, the first's diff."""
     with tempfile.TemporaryDirectory(dir=within) as scratch:  # a line "From <word> <date>" starts another mail
         count = int(out("mailsplit", "-b", *keep_cr(path), f"-o{scratch}", path, cwd=cwd))
         mail = (Path(scratch) / "0001").read_bytes().decode(errors=ENCODING_ERRORS)  # as is: CRs too

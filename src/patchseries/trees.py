@@ -91,9 +91,10 @@ class BaseRecord:  # the pin's base, the series folder and base commit a tree wa
         seen = frozenset((str(name), str(blob)) for name, blob in pairs or ()) if ok else None
         return BaseRecord(fields["base"], fields["patches"], str(fields.get("commit", "")), seen) if fields else None
 
-    def holds(self, repo: Path, series: set[tuple[str, str]]) -> None:  # export wrote ``series`` from the tree
-        if self.seen is not None and (path := _base_record(repo)):
-            write_file(path, json.dumps({**asdict(self), "seen": sorted(series)}, sort_keys=True) + "\n")
+
+def hold(repo: Path, series: set[tuple[str, str]]) -> None:  # export wrote ``series`` from the tree ``repo``
+    if (record := BaseRecord.read(repo)) is not None and record.seen is not None and (path := _base_record(repo)):
+        write_file(path, json.dumps({**asdict(record), "seen": sorted(series)}, sort_keys=True) + "\n")
 
 
 def _base_record(repo: Path) -> Path | None:  # in the common git directory: one for all worktrees of a tree
