@@ -1193,3 +1193,18 @@ def test_export_from_another_tree_keeps_what_a_removed_tree_exported_and_nobody_
 
     assert error.startswith("error: export would overwrite or remove "), error
     assert files_of(patches) == mine
+
+
+def test_a_hand_edit_git_am_drops_is_not_held_by_a_tree_made_from_it(synthetic):
+    """A note below a patch's `---`, not committed: a tree made from the series does not hold it (git am drops it)."""
+    patches = synthetic.ws.patches
+    _in_git(patches)
+    fix = patches / "0001-Fix-the-answer.patch"
+    fix.write_text(fix.read_text().replace("\n---\n", "\n---\nNOTE TO SELF: benchmark this first\n", 1))
+    shutil.rmtree(synthetic.tree)
+    assert synthetic.run("edit").returncode == 0
+
+    error = one_error(synthetic.run("export"))
+
+    assert error.startswith(f"error: export would overwrite or remove {fix}"), error
+    assert "NOTE TO SELF" in fix.read_text()

@@ -18,7 +18,7 @@ from patchseries.interrupts import stage
 from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
 from patchseries.progress import Log, quiet
-from patchseries.series import EXPORT_STAGING, Patch, blob_id, cut_short, dropped_hunks, has_crlf, trailers
+from patchseries.series import EXPORT_STAGING, RECORD, Patch, blob_id, cut_short, dropped_hunks, has_crlf, trailers
 from patchseries.trees import BASE_REF, TOOL_ATTRIBUTES, BaseRecord, fetch_advice, hold, refuse_operation_in_progress
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
@@ -42,7 +42,6 @@ _IDENTITY = re.compile(r"^(?P<name>[^<>\x00-\x1f]*[^<>\s])\s*<(?P<email>[^<>\s@]
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
-RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
 
 
 def export_series(
@@ -111,23 +110,18 @@ def export_series(
     for leftover in cut_short(patches_dir):  # a killed export's, once the series is whole again (the lock is held)
         shutil.rmtree(leftover)
     if unseen:
-        in_git = sorted({*written, *removed} & {*_committed(patches_dir)})
+        in_git = sorted({*written, *removed} & {*series.committed_blobs(patches_dir)})
         restore = f"; `{shell('git', '-C', patches_dir, 'checkout', 'HEAD', '--', *in_git)}` puts back what git held"
         log(f"note: replaced or removed {', '.join(unseen)}, which the tree exported did not hold (a change committed "
             f"since it was made, or by hand){restore * bool(in_git)}")  # fmt: skip
     return names
 
 
-def _recorded(record: Path) -> set[tuple[str, str]]:  # (name, blob id) as an export's record lists them; a name twice
-    lines = record.read_text(errors=ENCODING_ERRORS).splitlines() if record.is_file() else []  # while it switches
-    return {(name, blob) for blob, _, name in (line.partition(" ") for line in lines)}
-
-
 def last_held(tree: Path | None, folder: Path) -> set[tuple[str, str]]:
-    """What an export from ``tree`` may replace in ``folder`` besides what git holds: the series the tree last held
-    (made from, exported), else (a tree without that record) what the last export into ``folder`` wrote."""
+    """What an export from ``tree`` may replace besides git's: what it last held, or else the last export's."""
     record = BaseRecord.read(tree) if tree is not None and tree.is_dir() else None
-    return set(record.seen) if record is not None and record.seen is not None else _recorded(folder / RECORD)
+    seen = record.seen if record is not None else None
+    return set(seen) if seen is not None else series.recorded_blobs(folder)
 
 
 def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:  # those ``held`` lacks
@@ -135,16 +129,10 @@ def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[
     return [name for name in files if (name, blob_id((folder / name).read_bytes())) not in held]
 
 
-def _committed(folder: Path) -> dict[str, str]:  # each file of ``folder`` at HEAD: its blob id (none outside git)
-    entries = git("-C", folder, "ls-tree", "-z", "HEAD", ".", check=False).stdout.split("\0")
-    return {entry.split("\t", 1)[1]: entry.split()[2] for entry in entries if "\t" in entry}
-
-
 def unkept(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:
-    """The files ``names`` of ``folder`` whose bytes (line endings aside) neither git (at HEAD), ``held`` (what the
-    export's tree last held: ``last_held``) nor another file of ``folder`` (``cp F F.mine``; a link holds nothing of
-    its own) holds."""
-    held = held | set(_committed(folder).items())
+    """The files ``names`` of ``folder`` whose bytes (line endings aside) neither git (HEAD), ``held`` (``last_held``)
+    nor another file of ``folder`` (``cp F F.mine``; a link holds nothing of its own) holds."""
+    held = held | set(series.committed_blobs(folder).items())
     others = [p for p in folder.iterdir() if p.name not in names and p.is_file() and not p.is_symlink()]
     kept = {blob_id(p.read_bytes()) for p in others}
 

@@ -85,6 +85,7 @@ def read_series(series_file: Path) -> list[Patch]:
     return patches
 
 
+RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
 EXPORT_STAGING = ".patchseries-export-"  # export's fresh folder in the series folder; left there, a switch cut short
 
 
@@ -285,3 +286,13 @@ def fingerprint(patches: list[Patch]) -> str:
     for patch in patches:
         digest.update(patch.name.encode() + b"\0" + patch.path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def recorded_blobs(folder: Path) -> set[tuple[str, str]]:  # the last export's (name, blob)s; a name twice mid-switch
+    lines = (folder / RECORD).read_text(errors=ENCODING_ERRORS).splitlines() if (folder / RECORD).is_file() else []
+    return {(name, blob) for blob, _, name in (line.partition(" ") for line in lines)}
+
+
+def committed_blobs(folder: Path) -> dict[str, str]:  # each file of ``folder`` at HEAD: its blob id (none outside git)
+    entries = git("-C", folder, "ls-tree", "-z", "HEAD", ".", check=False).stdout.split("\0")
+    return {entry.split("\t", 1)[1]: entry.split()[2] for entry in entries if "\t" in entry}

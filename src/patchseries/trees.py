@@ -27,7 +27,7 @@ from patchseries.interrupts import stage, write_file
 from patchseries.paths import Workspace, kept_path, remove, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.series import Patch, blob_id, dropped_hunks, fingerprint, keep_cr
+from patchseries.series import Patch, blob_id, committed_blobs, dropped_hunks, fingerprint, keep_cr, recorded_blobs
 
 BASE_BRANCH, SERIES_BRANCH = "base", "series"
 BASE_REF, SERIES_REF = f"refs/heads/{BASE_BRANCH}", f"refs/heads/{SERIES_BRANCH}"  # never a tag of the same name
@@ -301,7 +301,8 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
         result = apply_series(base, patches, pin, log)
         identity = f"{pin.name} {source.ref[:12]} (--force-base)" if source.forced else pin.identity
         files = [ws.series_file, *(patch.path for patch in patches)] if ws.series_file.is_file() else []
-        seen = sorted((path.name, blob_id(path.read_bytes())) for path in files)  # export: what it may replace
+        kept = {*committed_blobs(ws.patches).items(), *recorded_blobs(ws.patches)}  # not a hand edit of them
+        seen = sorted(pair for path in files if (pair := (path.name, blob_id(path.read_bytes()))) in kept)
         _write_json(base.path, BASE_RECORD, {"base": identity, "patches": str(ws.patches), "commit": base.base_commit,
                                              "seen": seen})  # fmt: skip
         if tree.parent == ws.trees:  # the tool's own; from now on a reflog entry is the person's
