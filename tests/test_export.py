@@ -1195,16 +1195,26 @@ def test_export_from_another_tree_keeps_what_a_removed_tree_exported_and_nobody_
     assert files_of(patches) == mine
 
 
-def test_a_hand_edit_git_am_drops_is_not_held_by_a_tree_made_from_it(synthetic):
-    """A note below a patch's `---`, not committed: a tree made from the series does not hold it (git am drops it)."""
+@pytest.mark.parametrize("when", ["not committed", "committed", "committed, then reset"])
+def test_a_hand_edit_git_am_drops_is_not_held_by_a_tree_made_from_it(synthetic, when):
+    """A note below a patch's `---`: a tree made from the series does not hold it (git am drops it), so export refuses
+    to replace it while git does not hold it, and says it replaced it where git does."""
     patches = synthetic.ws.patches
     _in_git(patches)
     fix = patches / "0001-Fix-the-answer.patch"
     fix.write_text(fix.read_text().replace("\n---\n", "\n---\nNOTE TO SELF: benchmark this first\n", 1))
+    if when != "not committed":
+        git(patches, "commit", "-q", "-am", "A note")
     shutil.rmtree(synthetic.tree)
     assert synthetic.run("edit").returncode == 0
+    if when == "committed, then reset":
+        git(patches, "reset", "-q", "HEAD~1")
 
-    error = one_error(synthetic.run("export"))
+    exported = synthetic.run("export")
 
-    assert error.startswith(f"error: export would overwrite or remove {fix}"), error
-    assert "NOTE TO SELF" in fix.read_text()
+    if when == "committed":
+        assert exported.returncode == 0, exported.stderr
+        assert f"note: replaced or removed {fix.name}" in exported.stdout
+    else:
+        assert one_error(exported).startswith(f"error: export would overwrite or remove {fix}")
+        assert "NOTE TO SELF" in fix.read_text()

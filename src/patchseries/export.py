@@ -21,27 +21,9 @@ from patchseries.progress import Log, quiet
 from patchseries.series import EXPORT_STAGING, RECORD, Patch, blob_id, cut_short, dropped_hunks, has_crlf, trailers
 from patchseries.trees import BASE_REF, TOOL_ATTRIBUTES, BaseRecord, fetch_advice, hold, refuse_operation_in_progress
 
-# Options that make the output independent of the machine, the git version's signature and user configuration.
-FORMAT_PATCH_OPTIONS = (
-    "--zero-commit", "--no-signature", "--no-numbered", "--full-index", "--no-renames", "--no-cover-letter",
-    "--no-thread", "--no-to", "--no-cc", "--subject-prefix=PATCH", "--stat=80", "--encode-email-headers",
-    "--no-add-header", "--no-attach",
-)  # fmt: skip
-# What a repository's own configuration could change in a patch, set to git's defaults
-_FORMAT_SETTINGS = (
-    "format.useAutoBase=false", "format.signOff=false", "format.notes=false", "format.suffix=.patch",
-    "format.filenameMaxLength=64", "format.from=false", "format.forceInBodyFrom=false", "format.mboxrd=false",
-    "format.noprefix=false", "diff.context=3", "diff.interHunkContext=0", "diff.algorithm=myers",
-    "diff.indentHeuristic=true", "diff.suppressBlankEmpty=false", "diff.orderFile=/dev/null", "diff.srcPrefix=a/",
-    "diff.dstPrefix=b/",
-)  # fmt: skip
-_FORMAT_CONFIG = tuple(option for setting in _FORMAT_SETTINGS for option in ("-c", setting))
 AUTHOR_ENV = "PATCHSERIES_AUTHOR"  # the author of every written patch when --author is not given
 # no control character: git drops a newline from a name (`Eve\nBcc: x` would become `EveBcc: x`)
 _IDENTITY = re.compile(r"^(?P<name>[^<>\x00-\x1f]*[^<>\s])\s*<(?P<email>[^<>\s@]+@[^<>\s@]+)>$")
-SERIES_HEADER = (
-    "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
-)
 
 
 def export_series(
@@ -82,9 +64,8 @@ def export_series(
         source, commits = (repo, f"{_commit(repo, base)}..{_commit(repo, branch)}")  # read once: a branch may move
         if author is not None:
             source, commits = _authored(repo, base, branch, author, staging / "authored")
-        git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", staging, commits, cwd=source)
+        names = [name for name, _ in series.format_patches(source, commits, staging)]
         stage("export-staged")
-        names = sorted(p.name for p in staging.glob("*.patch"))
         given = "{} <{}>".format(*parse_identity(author)) if author else ""  # as written, not as git stored it
         _refuse_am_misreads(source, commits, staging, names, rebase, given)
         committed = series.read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
@@ -94,7 +75,7 @@ def export_series(
                               f"change in a tree of an upstream base ({edit} --git, or --checkout PATH instead of "
                               "--git) and export it (--tree, the path edit prints), or pass --drop-missing to drop "
                               "them")  # fmt: skip
-        (staging / "series").write_text(SERIES_HEADER + "".join(f"{name}\n" for name in names))
+        (staging / "series").write_text(series.SERIES_HEADER + "".join(f"{name}\n" for name in names))
         written = [*names, "series"]
         ids = {name: blob_id((staging / name).read_bytes()) for name in written}
         (staging / RECORD).write_text("".join(f"{ids[name]} {name}\n" for name in written))
@@ -120,13 +101,11 @@ def export_series(
 def last_held(tree: Path | None, folder: Path) -> set[tuple[str, str]]:
     """What an export from ``tree`` may replace besides git's: what it last held, or else the last export's."""
     record = BaseRecord.read(tree) if tree is not None and tree.is_dir() else None
-    seen = record.seen if record is not None else None
-    return set(seen) if seen is not None else series.recorded_blobs(folder)
+    return set(record.seen) if record is not None and record.seen is not None else series.recorded_blobs(folder)
 
 
 def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:  # those ``held`` lacks
-    files = [name for name in names if (folder / name).is_file()]
-    return [name for name in files if (name, blob_id((folder / name).read_bytes())) not in held]
+    return [n for n in names if (folder / n).is_file() and (n, blob_id((folder / n).read_bytes())) not in held]
 
 
 def unkept(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:
@@ -368,8 +347,7 @@ def drift_report(
         export_series(tree, tree.parent / "exported", branch="drift-check", base=base_commit)
         report.problems += _differences(patches, applied, patches_dir, tree.parent / "exported", report.unchecked)
     if report.problems:
-        mine = unkept(patches_dir, ["series", *(p.name for p in patches)], last_held(tree, patches_dir))  # export
-        # from ``tree`` would refuse to replace them
+        mine = unkept(patches_dir, ["series", *(p.name for p in patches)], last_held(tree, patches_dir))  # to copy
         fix = " && ".join([*(shell("cp", patches_dir / n, kept_path(patches_dir / n)) for n in mine), reexport])
         report.problems.append(f"to write the series again (a copy of each file changed by hand kept): `{fix}`")
     return report
@@ -391,7 +369,9 @@ def _differences(patches: list[Patch], applied: list[Patch], patches_dir: Path, 
     numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]
     if "\r" in text:
         problems.append(series.crlf_problem(patches_dir / "series", name="series file"))
-    elif [p.name[:5] for p in patches] != numbered or text != SERIES_HEADER + "".join(f"{p.name}\n" for p in patches):
+    elif [p.name[:5] for p in patches] != numbered or text != series.SERIES_HEADER + "".join(
+        f"{p.name}\n" for p in patches
+    ):
         problems.append("series file or patch numbers differ from what export writes")
     return problems
 

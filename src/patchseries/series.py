@@ -19,6 +19,23 @@ from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, git, has_path, out
 from patchseries.lock import series_lock
 
+# Options that make the output independent of the machine, the git version's signature and user configuration.
+FORMAT_PATCH_OPTIONS = (
+    "--zero-commit", "--no-signature", "--no-numbered", "--full-index", "--no-renames", "--no-cover-letter",
+    "--no-thread", "--no-to", "--no-cc", "--subject-prefix=PATCH", "--stat=80", "--encode-email-headers",
+    "--no-add-header", "--no-attach",
+)  # fmt: skip
+# What a repository's own configuration could change in a patch, set to git's defaults
+_FORMAT_CONFIG = tuple(option for setting in (
+    "format.useAutoBase=false", "format.signOff=false", "format.notes=false", "format.suffix=.patch",
+    "format.filenameMaxLength=64", "format.from=false", "format.forceInBodyFrom=false", "format.mboxrd=false",
+    "format.noprefix=false", "diff.context=3", "diff.interHunkContext=0", "diff.algorithm=myers",
+    "diff.indentHeuristic=true", "diff.suppressBlankEmpty=false", "diff.orderFile=/dev/null", "diff.srcPrefix=a/",
+    "diff.dstPrefix=b/",
+) for option in ("-c", setting))  # fmt: skip
+SERIES_HEADER = (
+    "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
+)
 _FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
@@ -296,3 +313,8 @@ def recorded_blobs(folder: Path) -> set[tuple[str, str]]:  # the last export's (
 def committed_blobs(folder: Path) -> dict[str, str]:  # each file of ``folder`` at HEAD: its blob id (none outside git)
     entries = git("-C", folder, "ls-tree", "-z", "HEAD", ".", check=False).stdout.split("\0")
     return {entry.split("\t", 1)[1]: entry.split()[2] for entry in entries if "\t" in entry}
+
+
+def format_patches(repo: Path, commits: str, into: Path) -> list[tuple[str, str]]:  # as export writes: (name, blob)
+    git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", into, commits, cwd=repo)
+    return [(path.name, blob_id(path.read_bytes())) for path in sorted(into.glob("*.patch"))]

@@ -27,7 +27,7 @@ from patchseries.interrupts import stage, write_file
 from patchseries.paths import Workspace, kept_path, remove, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.series import Patch, blob_id, committed_blobs, dropped_hunks, fingerprint, keep_cr, recorded_blobs
+from patchseries.series import SERIES_HEADER, Patch, blob_id, dropped_hunks, fingerprint, format_patches, keep_cr
 
 BASE_BRANCH, SERIES_BRANCH = "base", "series"
 BASE_REF, SERIES_REF = f"refs/heads/{BASE_BRANCH}", f"refs/heads/{SERIES_BRANCH}"  # never a tag of the same name
@@ -86,9 +86,7 @@ class BaseRecord:  # the pin's base, the series folder and base commit a tree wa
     @staticmethod
     def read(repo: Path) -> BaseRecord | None:
         fields = _read_json(path, "base", "patches") if (path := _base_record(repo)) else None
-        pairs = fields.get("seen") if fields else None  # a record of another form: not known
-        ok = isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs)
-        seen = frozenset((str(name), str(blob)) for name, blob in pairs or ()) if ok else None
+        seen = frozenset((name, blob) for name, blob in fields["seen"]) if fields and "seen" in fields else None
         return BaseRecord(fields["base"], fields["patches"], str(fields.get("commit", "")), seen) if fields else None
 
 
@@ -300,9 +298,9 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
         base = build_base(ws, pin, source, work, log)
         result = apply_series(base, patches, pin, log)
         identity = f"{pin.name} {source.ref[:12]} (--force-base)" if source.forced else pin.identity
-        files = [ws.series_file, *(patch.path for patch in patches)] if ws.series_file.is_file() else []
-        kept = {*committed_blobs(ws.patches).items(), *recorded_blobs(ws.patches)}  # not a hand edit of them
-        seen = sorted(pair for path in files if (pair := (path.name, blob_id(path.read_bytes()))) in kept)
+        with tempfile.TemporaryDirectory(dir=ws.scratch) as made:  # the series it holds: what an export of it writes
+            seen = format_patches(base.path, f"{BASE_REF}..{SERIES_REF}", Path(made))
+        seen.append(("series", blob_id((SERIES_HEADER + "".join(f"{name}\n" for name, _ in seen)).encode())))
         _write_json(base.path, BASE_RECORD, {"base": identity, "patches": str(ws.patches), "commit": base.base_commit,
                                              "seen": seen})  # fmt: skip
         if tree.parent == ws.trees:  # the tool's own; from now on a reflog entry is the person's
