@@ -64,7 +64,7 @@ def export_series(
         source, commits = (repo, f"{_commit(repo, base)}..{_commit(repo, branch)}")  # read once: a branch may move
         if author is not None:
             source, commits = _authored(repo, base, branch, author, staging / "authored")
-        names = [name for name, _ in series.format_patches(source, commits, staging)]
+        names = [name for name, _ in series.format_patches(source, commits, staging)][:-1]  # and the series file
         stage("export-staged")
         given = "{} <{}>".format(*parse_identity(author)) if author else ""  # as written, not as git stored it
         _refuse_am_misreads(source, commits, staging, names, rebase, given)
@@ -75,7 +75,6 @@ def export_series(
                               f"change in a tree of an upstream base ({edit} --git, or --checkout PATH instead of "
                               "--git) and export it (--tree, the path edit prints), or pass --drop-missing to drop "
                               "them")  # fmt: skip
-        (staging / "series").write_text(series.SERIES_HEADER + "".join(f"{name}\n" for name in names))
         written = [*names, "series"]
         ids = {name: blob_id((staging / name).read_bytes()) for name in written}
         (staging / RECORD).write_text("".join(f"{ids[name]} {name}\n" for name in written))

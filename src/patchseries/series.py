@@ -317,4 +317,5 @@ def committed_blobs(folder: Path) -> dict[str, str]:  # each file of ``folder`` 
 
 def format_patches(repo: Path, commits: str, into: Path) -> list[tuple[str, str]]:  # as export writes: (name, blob)
     git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", into, commits, cwd=repo)
-    return [(path.name, blob_id(path.read_bytes())) for path in sorted(into.glob("*.patch"))]
+    (into / "series").write_text(SERIES_HEADER + "".join(f"{path.name}\n" for path in sorted(into.glob("*.patch"))))
+    return [(path.name, blob_id(path.read_bytes())) for path in [*sorted(into.glob("*.patch")), into / "series"]]

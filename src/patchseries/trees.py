@@ -27,7 +27,7 @@ from patchseries.interrupts import stage, write_file
 from patchseries.paths import Workspace, kept_path, remove, shell
 from patchseries.pin import Pin
 from patchseries.progress import Log
-from patchseries.series import SERIES_HEADER, Patch, blob_id, dropped_hunks, fingerprint, format_patches, keep_cr
+from patchseries.series import Patch, dropped_hunks, fingerprint, format_patches, keep_cr
 
 BASE_BRANCH, SERIES_BRANCH = "base", "series"
 BASE_REF, SERIES_REF = f"refs/heads/{BASE_BRANCH}", f"refs/heads/{SERIES_BRANCH}"  # never a tag of the same name
@@ -299,8 +299,7 @@ def _build(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseSource, tr
         result = apply_series(base, patches, pin, log)
         identity = f"{pin.name} {source.ref[:12]} (--force-base)" if source.forced else pin.identity
         with tempfile.TemporaryDirectory(dir=ws.scratch) as made:  # the series it holds: what an export of it writes
-            seen = format_patches(base.path, f"{BASE_REF}..{SERIES_REF}", Path(made))
-        seen.append(("series", blob_id((SERIES_HEADER + "".join(f"{name}\n" for name, _ in seen)).encode())))
+            seen = format_patches(base.path, f"{BASE_REF}..{SERIES_REF}", Path(made))  # and its series file
         _write_json(base.path, BASE_RECORD, {"base": identity, "patches": str(ws.patches), "commit": base.base_commit,
                                              "seen": seen})  # fmt: skip
         if tree.parent == ws.trees:  # the tool's own; from now on a reflog entry is the person's
