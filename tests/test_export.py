@@ -720,6 +720,7 @@ def test_a_persons_git_configuration_never_changes_the_patches(synthetic, tmp_pa
     git(synthetic.tree, "config", "core.bigFileThreshold", "1")  # every file a binary patch
     (tmp_path / "xdg" / "git").mkdir(parents=True)
     (tmp_path / "xdg" / "git" / "attributes").write_text("*.py -diff\n")  # the person's default attributes file
+    (synthetic.tree / ".git" / "info" / "attributes").write_text("* -diff\n")  # and the tree's own
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     before = files_of(synthetic.ws.patches)
 
@@ -728,6 +729,21 @@ def test_a_persons_git_configuration_never_changes_the_patches(synthetic, tmp_pa
 
     assert exported.returncode == 0, exported.stderr
     assert files_of(synthetic.ws.patches) == before
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_diff_attribute_the_series_commits_writes_text_patches_that_check_agrees_with(synthetic):
+    commit(
+        synthetic.tree,
+        {".gitattributes": "*.py -diff\n", "src/fakelib/core.py": "def answer():\n    return 43\n"},
+        "Mark",
+    )
+
+    exported = synthetic.run("export")
+    checked = synthetic.run("check")
+
+    assert exported.returncode == 0, exported.stderr
+    assert "+    return 43" in (synthetic.ws.patches / "0003-Mark.patch").read_text()
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 

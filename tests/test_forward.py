@@ -431,6 +431,14 @@ def test_entries_with_the_same_first_line_are_two_entries(tmp_path):
     assert "- Fixed a crash\n  in `answer()`\n\n- Fixed a crash\n  in `version()`\n" in path.read_text()
 
 
+def test_an_entry_that_begins_a_longer_entry_upstream_is_not_there_yet(tmp_path):
+    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n  in `answer()`\n\n## [1.0]\n")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert "- Fixed a crash\n  in `answer()`\n\n- Fixed a crash\n\n## [1.0]" in path.read_text()
+
+
 def test_an_entry_on_a_line_with_a_cr_is_there_already(tmp_path):
     path = tmp_path / "CHANGELOG.md"
     path.write_bytes(b"## [unreleased]\r\n\n### Fixed\n\n- Fixed z\n\n## [1.0]\n")

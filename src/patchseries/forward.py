@@ -195,7 +195,12 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "---"))), len(lines))
     block = [f"{line}{cr}" for line in entry.split("\n")]
     plain, size = [line.removesuffix("\r") for line in lines[start:end]], len(block)
-    if any(plain[i : i + size] == entry.split("\n") for i in range(len(plain))):  # every line of it, CRs aside
+
+    def there(i: int) -> bool:  # every line of it, CRs aside, and no continuation (indented) of another after it
+        after = next((line for line in plain[i + size :] if line.strip()), "")
+        return plain[i : i + size] == entry.split("\n") and not after[:1].isspace()
+
+    if any(map(there, range(len(plain)))):
         return False
     headings = [i for i in range(start + 1, end) if lines[i].startswith("### ")]
     mine = next((i for i in headings if lines[i].strip() == heading), None)

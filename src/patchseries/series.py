@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import ENCODING_ERRORS, git, has_path, out
+from patchseries.gitcmd import ENCODING_ERRORS, git, git_path, has_path, out
 from patchseries.lock import series_lock
 
 # Options that make the output independent of the machine, the git version's signature and user configuration.
@@ -25,14 +25,6 @@ FORMAT_PATCH_OPTIONS = (
     "--no-thread", "--no-to", "--no-cc", "--subject-prefix=PATCH", "--stat=80", "--encode-email-headers",
     "--no-add-header", "--no-attach",
 )  # fmt: skip
-# What a repository's own configuration could change in a patch, set to git's defaults
-_FORMAT_CONFIG = tuple(option for setting in (
-    "format.useAutoBase=false", "format.signOff=false", "format.notes=false", "format.suffix=.patch",
-    "format.filenameMaxLength=64", "format.from=false", "format.forceInBodyFrom=false", "format.mboxrd=false",
-    "format.noprefix=false", "diff.context=3", "diff.interHunkContext=0", "diff.algorithm=myers",
-    "diff.indentHeuristic=true", "diff.suppressBlankEmpty=false", "diff.orderFile=/dev/null", "diff.srcPrefix=a/",
-    "diff.dstPrefix=b/",
-) for option in ("-c", setting))  # fmt: skip
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
@@ -316,6 +308,12 @@ def committed_blobs(folder: Path) -> dict[str, str]:  # each file of ``folder`` 
 
 
 def format_patches(repo: Path, commits: str, into: Path) -> list[tuple[str, str]]:  # as export writes: (name, blob)
-    git(*_FORMAT_CONFIG, "format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", into, commits, cwd=repo)
+    """``git format-patch`` in a fresh repository that borrows ``repo``'s objects: git's defaults, none of ``repo``'s
+    configuration (``diff.context``) or attributes (``* -diff`` would write every hunk as a binary patch)."""
+    borrowed = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(git_path(repo, "objects"))}
+    with tempfile.TemporaryDirectory(dir=into) as fresh:
+        git("init", "--quiet", "--bare", fresh)
+        ends = out("rev-parse", commits, cwd=repo).split()  # B ^A for A..B
+        git("format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", into, *ends, cwd=Path(fresh), env=borrowed)
     (into / "series").write_text(SERIES_HEADER + "".join(f"{path.name}\n" for path in sorted(into.glob("*.patch"))))
     return [(path.name, blob_id(path.read_bytes())) for path in [*sorted(into.glob("*.patch")), into / "series"]]
