@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -28,6 +29,7 @@ from conftest import (
 )
 from patchseries.errors import SeriesError
 from patchseries.export import drift_report, export_series
+from patchseries.pin import load_pin
 from patchseries.series import read_series
 
 CORE = "src/fakelib/core.py"
@@ -127,6 +129,7 @@ def upstream_series(synthetic, upstream_clone):
         .replace("():\n", '():\n    """The answer."""\n')
     )
     commit(upstream_clone, {"src/fakelib/core.py": documented, DOCS: "Fakelib\n\n``answer()`` answers.\n"}, DOCUMENTED)
+    _in_git(synthetic.ws.patches)  # another tree's export: this one may replace it once git holds it
     export_series(upstream_clone, synthetic.ws.patches, branch="series")
     return upstream_clone
 
@@ -293,18 +296,19 @@ def test_export_from_the_sdist_tree_refuses_to_drop_hunks_once_a_commit_adds_fil
     git(upstream_clone, "am", "-q", *sorted(str(p) for p in synthetic.ws.patches.glob("*.patch")))
     commit(upstream_clone, {"src/fakelib/core.py": "def answer():\n    return 42  # why\n",
                             lacked: "upstream's own file\nchanged by the series\n"}, DOCUMENTED)  # fmt: skip
+    _in_git(synthetic.ws.patches)  # another tree's export: this one may replace it once git holds it
     export_series(upstream_clone, synthetic.ws.patches, branch="series")
     patch = synthetic.ws.patches / "0003-Add-a-docstring-and-document-it.patch"
     git(synthetic.tree, "am", "-q", f"--exclude={lacked}", str(patch))  # what `apply` does on the sdist base
     commit(synthetic.tree, {lacked: "a placeholder\n"}, "Placeholder")  # now the sdist tree has a file there
-    before = {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()}
+    before = files_of(synthetic.ws.patches)
 
     with pytest.raises(
         SeriesError, match=rf"would drop 0003-Add-a-docstring-and-document-it.patch's hunks for {lacked}"
     ):
         export_series(synthetic.tree, synthetic.ws.patches, branch="series", lacks=LACKS)
 
-    assert {p.name: p.read_bytes() for p in synthetic.ws.patches.iterdir()} == before
+    assert files_of(synthetic.ws.patches) == before
 
 
 def _snapshot(patches_dir):
@@ -1125,8 +1129,12 @@ def test_export_from_a_tree_older_than_the_committed_series_says_what_it_removed
     git(tmp_path, "clone", "-q", "-b", "series", str(tree), str(colleague))  # a colleague's tree, not made by edit
     git(colleague, "branch", "base", "origin/base")
     commit(colleague, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    _in_git(patches)  # what the tree exported
     export_series(colleague, patches, branch="series")
-    _in_git(patches)  # the series as committed: three patches, the third one the tree never held
+    git(patches, "add", "-A")
+    git(
+        patches, "commit", "-q", "-m", "Bump"
+    )  # the series as committed: three patches, the third one the tree never held
     commit(tree, {CORE: "def answer():\n    return 43\n"}, "My change")
 
     exported, again = synthetic.run("export"), synthetic.run("export")
@@ -1234,3 +1242,50 @@ def test_a_hand_edit_git_am_drops_is_not_held_by_a_tree_made_from_it(synthetic, 
     else:
         assert one_error(exported).startswith(f"error: export would overwrite or remove {fix}")
         assert "NOTE TO SELF" in fix.read_text()
+
+
+@pytest.mark.parametrize("made_by", ["an older tool", "git clone"])
+def test_a_tree_without_a_record_of_what_it_holds_replaces_only_its_own_last_export(synthetic, tmp_path, made_by):
+    """A tree the tool did not record (an older tool's, a clone) holds what it last exported there, not another's."""
+    patches, old = synthetic.ws.patches, tmp_path / "old"
+    _in_git(patches)
+    if made_by == "git clone":
+        git(tmp_path, "clone", "-q", "--branch", "series", str(synthetic.tree), str(old))
+        git(old, "branch", "base", "origin/base")
+        git(old, "tag", load_pin(synthetic.ws.pin_file).tag, "base")  # as the refusal of another base says
+    else:
+        shutil.copytree(synthetic.tree, old, symlinks=True)
+        record = old / ".git" / "patchseries-base"
+        record.write_text(json.dumps({k: v for k, v in json.loads(record.read_text()).items() if k != "seen"}))
+    commit(synthetic.tree, {"src/fakelib/__init__.py": "VERSION = '1.1'\n"}, "Bump the version")
+    assert synthetic.run("export").returncode == 0  # not committed
+    mine = files_of(patches)
+    commit(old, {CORE: "def answer():\n    return 43\n"}, "Another change\n\nUpstream-Status: Pending")
+
+    refused = synthetic.run("export", "--tree", str(old))
+    git(patches, "add", "-A")
+    git(patches, "commit", "-q", "-m", "Bump")
+    first = synthetic.run("export", "--tree", str(old))  # not committed
+    commit(old, {CORE: "def answer():\n    return 44\n"}, "A third change\n\nUpstream-Status: Pending")
+    again = synthetic.run("export", "--tree", str(old))
+
+    assert one_error(refused).startswith("error: export would overwrite or remove "), refused.stderr
+    assert (first.returncode, again.returncode) == (0, 0), first.stderr + again.stderr
+    assert "return 44" in (patches / "0004-A-third-change.patch").read_text()
+    assert mine != files_of(patches)
+
+
+def test_checks_remedy_keeps_another_trees_export_that_the_tree_it_names_does_not_hold(synthetic, tmp_path):
+    patches, other = synthetic.ws.patches, tmp_path / "other"
+    assert cli("edit", "--patches", str(patches), "--workdir", str(other)).returncode == 0  # a second tree
+    (second,) = (other / "edit").iterdir()
+    commit(second, {CORE: "def answer():\n    return 43\n"}, "Another change\n\nUpstream-Status: Pending")
+    assert synthetic.run("export", "--tree", str(second)).returncode == 0  # not committed
+    (patches / "series").write_text((patches / "series").read_text() + "# my note\n")
+
+    checked = synthetic.run("check")
+    fix = [line for line in checked.stdout.splitlines() if line.startswith("drift:")][-1]
+    remedy = shell(fix.split("`")[1])  # an export of the first tree
+
+    assert remedy.returncode == 0, f"{fix}\n{remedy.stderr}"
+    assert "return 43" in (patches / "0003-Another-change.patch.mine").read_text()

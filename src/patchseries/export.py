@@ -29,9 +29,10 @@ _IDENTITY = re.compile(r"^(?P<name>[^<>\x00-\x1f]*[^<>\s])\s*<(?P<email>[^<>\s@]
 def export_series(
     repo: Path, patches_dir: Path, branch: str, base: str = BASE_REF, lacks: tuple[str, ...] = (),
     drop_lacking: bool = False, author: str | None = None, refuse_placeholder_authors: bool = False,
-    edit: str = tool_command("edit"), log: Log = quiet,
+    edit: str = tool_command("edit"), log: Log = quiet, writer: str = "",
 ) -> list[str]:  # fmt: skip
-    """Write ``base..branch`` as patches and ``series`` into ``patches_dir``, renamed in; what it replaces is kept."""
+    """Write ``base..branch`` as patches and ``series`` into ``patches_dir``, renamed in; what it replaces is kept.
+    ``writer``: who writes there (forward: its checkout), when not ``repo``, for ``last_held``."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
     branch = branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
@@ -77,9 +78,11 @@ def export_series(
                               "them")  # fmt: skip
         written = [*names, "series"]
         ids = {name: blob_id((staging / name).read_bytes()) for name in written}
-        (staging / RECORD).write_text("".join(f"{ids[name]} {name}\n" for name in written))
+        wrote = f"{blob_id(str(writer or repo).encode())} {series.WRITER}\n"  # whose export it is, as a (name, blob)
+        (staging / RECORD).write_text("".join(f"{ids[name]} {name}\n" for name in written) + wrote)
         removed = [name for name in series.listed_names(patches_dir / "series") if name not in written]
-        if lost := unkept(patches_dir, [*removed, *written], held := {*last_held(repo, patches_dir), *ids.items()}):
+        held = {*last_held(repo, patches_dir, writer), *ids.items()}
+        if lost := unkept(patches_dir, [*removed, *written], held):
             _refuse_losing(patches_dir, lost)
         # noted: a file the tree did not last hold (changed in git since, or by hand); with no such record, a removal
         recorded = (tree := BaseRecord.read(repo)) is not None and tree.seen is not None
@@ -97,10 +100,14 @@ def export_series(
     return names
 
 
-def last_held(tree: Path | None, folder: Path) -> set[tuple[str, str]]:
-    """What an export from ``tree`` may replace besides git's: what it last held, or else the last export's."""
-    record = BaseRecord.read(tree) if tree is not None and tree.is_dir() else None
-    return set(record.seen) if record is not None and record.seen is not None else series.recorded_blobs(folder)
+def last_held(tree: Path | None, folder: Path, writer: str = "") -> set[tuple[str, str]]:
+    """What an export from ``tree`` may replace besides git's: what it last held, or else what it last wrote there
+    (a tree without that record: an older tool's, a clone); another tree's export is not its own."""
+    if (record := BaseRecord.read(tree) if tree is not None and tree.is_dir() else None) and record.seen is not None:
+        return set(record.seen)
+    last = series.recorded_blobs(folder)
+    writer = writer or str(tree.resolve() if tree else "")
+    return last if (series.WRITER, blob_id(writer.encode())) in last else set()
 
 
 def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:  # those ``held`` lacks
@@ -323,30 +330,32 @@ def drift_report(
     if not (base_commit := _commit(base_repo, base)):
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; {fetch_advice(base_repo)}, re-run")
     report = DriftReport()
-    with scratch_clone(base_repo, base_commit, scratch) as tree:
-        git("checkout", "--quiet", "-b", "drift-check", cwd=tree)
+    with scratch_clone(base_repo, base_commit, scratch) as work:
+        git("checkout", "--quiet", "-b", "drift-check", cwd=work)
         applied: list[Patch] = []
         for patch in patches:
-            if left_out := [p for p in patch.touched_existing if p.startswith(lacks) and not (tree / p).exists()]:
+            if left_out := [p for p in patch.touched_existing if p.startswith(lacks) and not (work / p).exists()]:
                 report.unchecked[patch.name] = left_out
             if len(left_out) == len(patch.changes):
                 continue
             excludes, source = [f"--exclude={path}" for path in left_out], patch.path
             if has_crlf(patch.path):  # `git am` strips the CRs, `git apply` does not: check the rest on LF
                 report.problems.append(series.crlf_problem(patches_dir / patch.name))
-                (source := tree.parent / patch.name).write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
+                (source := work.parent / patch.name).write_bytes(patch.path.read_bytes().replace(b"\r\n", b"\n"))
             # cr-at-eol: a file's own CRLF line endings are no whitespace error
             check = git("-c", "core.whitespace=cr-at-eol", "apply", "--check", "--whitespace=error", *excludes, source,
-                        cwd=tree, check=False)  # fmt: skip
+                        cwd=work, check=False)  # fmt: skip
             if check.returncode != 0:
                 report.problems.append(f"{patch.name}: {(check.stderr.strip().splitlines() or ['does not apply'])[-1]}")
                 return report
-            git("am", "--quiet", "--keep-cr", *excludes, source, cwd=tree, env=TOOL_IDENTITY)  # LF now: its own CRs
+            git("am", "--quiet", "--keep-cr", *excludes, source, cwd=work, env=TOOL_IDENTITY)  # LF now: its own CRs
             applied.append(patch)
-        export_series(tree, tree.parent / "exported", branch="drift-check", base=base_commit)
-        report.problems += _differences(patches, applied, patches_dir, tree.parent / "exported", report.unchecked)
-    if report.problems:
-        mine = unkept(patches_dir, ["series", *(p.name for p in patches)], last_held(tree, patches_dir))  # to copy
+        export_series(work, exported := work.parent / "exported", branch="drift-check", base=base_commit)
+        report.problems += _differences(patches, applied, patches_dir, exported, report.unchecked)
+        made = series.recorded_blobs(exported)  # what a tree `edit` makes of the series holds
+    if report.problems:  # the copies the remedy's export makes (with no tree: of a tree edit makes)
+        held = last_held(tree, patches_dir) if tree is not None else made
+        mine = unkept(patches_dir, ["series", *(p.name for p in patches)], held)  # to copy
         fix = " && ".join([*(shell("cp", patches_dir / n, kept_path(patches_dir / n)) for n in mine), reexport])
         report.problems.append(f"to write the series again (a copy of each file changed by hand kept): `{fix}`")
     return report

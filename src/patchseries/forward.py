@@ -56,7 +56,8 @@ def forward_series(
             return results
         if not any(r.status == "forwarded" for r in results):
             raise SeriesError(f"no patch of the series is left to forward onto {target.commit[:12]}")
-        export_series(repo, out_dir, "forward", onto, author=author, refuse_placeholder_authors=True, log=log)
+        export_series(repo, out_dir, "forward", onto, author=author, refuse_placeholder_authors=True, log=log,
+                      writer=str(upstream))  # fmt: skip
     return results
 
 

@@ -95,6 +95,7 @@ def read_series(series_file: Path) -> list[Patch]:
 
 
 RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
+WRITER = ".writer"  # a name in RECORD whose "blob" is the hash of the path of the tree that wrote the export
 EXPORT_STAGING = ".patchseries-export-"  # export's fresh folder in the series folder; left there, a switch cut short
 
 
