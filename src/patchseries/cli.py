@@ -37,6 +37,21 @@ TEST_DESCRIPTION = """\
 The main job, in five stages: read the pin and the series; get the base (the PyPI sdist unless --checkout or --git);
 apply the series; make or reuse an environment with torch and the tree (minutes the first time); run the tests.
 """
+Option = tuple[str, str, dict[str, Any]]  # flags (space-separated), help, add_argument's other settings
+PATH, NAME, FLAG = {"type": path_option, "metavar": "PATH"}, {"type": name_option}, {"action": "store_true"}
+COMMON: list[Option] = [
+    ("--patches", "the series directory (default: patches/ of the project)", {**PATH, "metavar": "DIR"}),
+    ("--workdir", f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, else .work/)", PATH),
+]
+BASE: list[Option] = [
+    ("--checkout", "use an upstream clone (read-only) as base", PATH),
+    ("--git", "clone upstream at the pinned tag as the base", FLAG),
+    ("--force-base", "accept a --checkout that is not at the pinned tag", FLAG),
+]
+INSTALLER: Option = ("--installer", "auto: uv if present", {"choices": ("auto", "uv", "pip"), "default": "auto"})
+PYTEST: Option = ("pytest_args", "pytest arguments go after --, e.g. -- -x", {"nargs": "*", "metavar": "-- ARGS"})
+AUTHOR: Option = ("--author", "'NAME <EMAIL>': the From: of each patch written (default: $PATCHSERIES_AUTHOR)", {})
+DIST: Option = ("--dist", "the folder of the wheels (default: dist/)", {**PATH, "metavar": "DIR"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -375,23 +390,6 @@ def cmd_wheels(args: argparse.Namespace, ws: Workspace) -> int:
               f"of {ws.pin_file}), so its wheels are {wheel_pin.local_version}, not {wheel_pin.released}; to release "
               f'it, raise series_version there and set fingerprint = "{wheel_pin.series}"')  # fmt: skip
     return 0
-
-
-Option = tuple[str, str, dict[str, Any]]  # flags (space-separated), help, add_argument's other settings
-PATH, NAME, FLAG = {"type": path_option, "metavar": "PATH"}, {"type": name_option}, {"action": "store_true"}
-COMMON: list[Option] = [
-    ("--patches", "the series directory (default: patches/ of the project)", {**PATH, "metavar": "DIR"}),
-    ("--workdir", f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, else .work/)", PATH),
-]
-BASE: list[Option] = [
-    ("--checkout", "use an upstream clone (read-only) as base", PATH),
-    ("--git", "clone upstream at the pinned tag as the base", FLAG),
-    ("--force-base", "accept a --checkout that is not at the pinned tag", FLAG),
-]
-INSTALLER: Option = ("--installer", "auto: uv if present", {"choices": ("auto", "uv", "pip"), "default": "auto"})
-PYTEST: Option = ("pytest_args", "pytest arguments go after --, e.g. -- -x", {"nargs": "*", "metavar": "-- ARGS"})
-AUTHOR: Option = ("--author", "'NAME <EMAIL>': the From: of each patch written (default: $PATCHSERIES_AUTHOR)", {})
-DIST: Option = ("--dist", "the folder of the wheels (default: dist/)", {**PATH, "metavar": "DIR"})
 
 
 def _parser() -> argparse.ArgumentParser:
