@@ -69,10 +69,8 @@ def _commit(repo: Path, ref: str, what: str) -> str:
 
 def _try(repo: Path, patch: Patch) -> Outcome:
     """``patch`` on HEAD, CHANGELOGs aside: already upstream by the tree (not history), applied as written, or not."""
-    kept = patch.new_files  # a CHANGELOG it creates is carried whole, every hunk of it
-    options = [
-        f"--exclude={literal(c.path)}" for c in patch.changes if _CHANGELOG.search(c.path) and c.path not in kept
-    ]
+    new = patch.new_files  # a CHANGELOG it creates is carried whole, every hunk of it
+    options = [f"--exclude={literal(c.path)}" for c in patch.changes if _CHANGELOG.search(c.path) and c.path not in new]
     if len(options) < len(patch.changes) and already_present(repo, patch.path, options):
         return Outcome(patch.name, "already upstream", "changes present, CHANGELOG entries aside")
     head, wanted = out("rev-parse", "HEAD", cwd=repo), out("apply", "--numstat", *options, patch.path, cwd=repo)
