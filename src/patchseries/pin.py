@@ -102,8 +102,7 @@ class Pin:
         return self.commit or self.tag
 
 
-class _BadPin(Exception):  # a value of the pin file that the tool cannot use; the message says which and why
-    pass
+class _BadPin(Exception): ...  # a value of the pin file that the tool cannot use; the message says which and why
 
 
 def load_pin(path: Path) -> Pin:
