@@ -213,8 +213,7 @@ def _refuse_work_outside(worktree: Path, exported: Path, branch: str, label: str
         raise SeriesError(f"{worktree} has uncommitted changes ({shown}), which export would leave out; "
                           f"commit them on {label} (git commit, or git commit --fixup and git rebase -i "
                           f"--autosquash {base_label}) or stash them, then export")  # fmt: skip
-    head = _head(worktree)
-    if head == branch or not (beyond := out("rev-list", f"{branch}..HEAD", cwd=worktree).split()):
+    if (head := _head(worktree)) == branch or not (beyond := out("rev-list", f"{branch}..HEAD", cwd=worktree).split()):
         return
     where = f"branch {head.removeprefix('refs/heads/')}" if head else "a detached HEAD"
     if not _is_ancestor(worktree, branch, "HEAD"):  # forked off it: in the tree exported, not another checkout of it
