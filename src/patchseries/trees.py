@@ -160,8 +160,7 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
     for folder in (ws.downloads, ws.scratch):
         folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ws.scratch) as scratch:
-        sdist = target if target.is_file() else Path(scratch) / pin.sdist_filename
-        if sdist != target:
+        if (sdist := target if target.is_file() else Path(scratch) / pin.sdist_filename) != target:
             log(f"downloading {pin.sdist_url}")
             try:
                 with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, sdist.open("xb") as sink:
