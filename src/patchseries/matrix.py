@@ -176,8 +176,7 @@ def update_table_page(page: Path, table: str) -> None:
 
 def _tree_without_series(ws: Workspace, prepared: Prepared) -> Path:
     """The "before" side: a worktree of the base with the series' test files, the acceptance suite, the harness."""
-    repo = prepared.base.path
-    tree = base_worktree(ws, repo, "before-series")
+    tree = base_worktree(ws, repo := prepared.base.path, "before-series")
     if added := [path for patch in prepared.patches for path in patch.new_files if path.startswith("tests/")]:
         git("restore", f"--source={out('rev-parse', 'HEAD', cwd=repo)}", "--worktree", "--", *added, cwd=tree)
         add_excludes(tree, [f"/{path}" for path in added])  # the tool's copies, never a person's uncommitted files
