@@ -86,9 +86,8 @@ class Workspace:  # paths of one run: patches holds the series, workdir all the 
         options: tuple[str, ...] = ("--patches", str(patches.resolve())) if patches else ()
         if patches is None:
             if root is None:
-                raise SeriesError(f"cannot find the series: no {SERIES_DIR}/series in {Path.cwd()} or "
-                                  "its parents; run from a checkout of lightning-compile-series, or "
-                                  "pass --patches DIR")  # fmt: skip
+                raise SeriesError(f"cannot find the series: no {SERIES_DIR}/series in {Path.cwd()} or its parents; "
+                                  "run from a checkout of lightning-compile-series, or pass --patches DIR")  # fmt: skip
             patches = root / SERIES_DIR
         elif patches.exists() and not patches.is_dir():
             raise SeriesError(f"--patches {patches} is not a directory; pass the series folder (the one "
