@@ -17,8 +17,7 @@ _TOOL = {"NAME": "patchseries", "EMAIL": "patchseries@invalid"}
 TOOL_IDENTITY = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in _TOOL.items()}
 # text that is not UTF-8 (a Latin-1 patch or commit message) is read and written back byte for byte
 ENCODING_ERRORS = "surrogateescape"
-# what a repository's own configuration could change in the tool's output
-STABLE_CONFIG = (
+STABLE_CONFIG = (  # what a repository's own configuration could change in the tool's output
     *("core.autocrlf=false", "core.fileMode=true", "core.quotePath=true", "commit.gpgSign=false"),
     *("diff.noprefix=false", "diff.mnemonicPrefix=false", "diff.relative=false", "diff.renames=false"),
     *("am.threeWay=false", "am.keepcr=false", "am.messageId=false", "mailinfo.scissors=false", "merge.renames=1"),
