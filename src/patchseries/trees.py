@@ -440,8 +440,7 @@ def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> Ap
             log(f"{patch.name}: already present in the base, skipped")
             result.already_present.append(patch.name)
             continue
-        # no hooks: a person's global core.hooksPath must not veto or rewrite the tool's commits
-        proc = git(
+        proc = git(  # no hooks: a person's global core.hooksPath must not veto or rewrite the tool's commits
             "-c", "core.hooksPath=/dev/null", "am", "--3way", "--committer-date-is-author-date", *keep_cr(patch.path),
             *options, patch.path, cwd=repo, env=TOOL_IDENTITY, check=False,
         )  # fmt: skip
