@@ -19,8 +19,7 @@ from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, git, git_path, has_path, out
 from patchseries.lock import series_lock
 
-# Options that make the output independent of the machine, the git version's signature and user configuration.
-FORMAT_PATCH_OPTIONS = (
+FORMAT_PATCH_OPTIONS = (  # output independent of the machine, the git version's signature and user configuration
     "--zero-commit", "--no-signature", "--no-numbered", "--full-index", "--no-renames", "--no-cover-letter",
     "--no-thread", "--no-to", "--no-cc", "--subject-prefix=PATCH", "--stat=80", "--encode-email-headers",
     "--no-add-header", "--no-attach",
