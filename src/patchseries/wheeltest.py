@@ -37,9 +37,8 @@ def find_wheel(dist: Path, package: str, local_version: str, rebuild: str) -> Pa
     return found[-1]
 
 
-def check_installed(
-    series: Path, changed: list[str], mapping: PackageMapping, site_packages: Path
-) -> tuple[bool, list[str]]:  # fmt: skip
+def check_installed(series: Path, changed: list[str], mapping: PackageMapping,
+                    site_packages: Path) -> tuple[bool, list[str]]:  # fmt: skip
     """Whether each file the series changes in the package (at least one) is installed as its wheel has it; a report."""
     files = {target.removeprefix("src/"): mapping.read(series / path, path)
              for path, target in release.series_files(changed, mapping).items()}  # fmt: skip
