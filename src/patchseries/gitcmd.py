@@ -15,8 +15,7 @@ from patchseries.errors import SeriesError
 # Every commit the tool makes has this identity: the same inputs give the same commit ids on any machine
 _TOOL = {"NAME": "patchseries", "EMAIL": "patchseries@invalid"}
 TOOL_IDENTITY = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in _TOOL.items()}
-# text that is not UTF-8 (a Latin-1 patch or commit message) is read and written back byte for byte
-ENCODING_ERRORS = "surrogateescape"
+ENCODING_ERRORS = "surrogateescape"  # text not UTF-8 (a Latin-1 patch or message) read and written back byte for byte
 STABLE_CONFIG = (  # what a repository's own configuration could change in the tool's output
     *("core.autocrlf=false", "core.fileMode=true", "core.quotePath=true", "commit.gpgSign=false"),
     *("diff.noprefix=false", "diff.mnemonicPrefix=false", "diff.relative=false", "diff.renames=false"),
