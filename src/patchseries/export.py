@@ -65,7 +65,8 @@ def export_series(
         source, commits = (repo, f"{_commit(repo, base)}..{_commit(repo, branch)}")  # read once: a branch may move
         if author is not None:
             source, commits = _authored(repo, base, branch, author, staging / "authored")
-        names = [name for name, _ in series.format_patches(source, commits, staging)][:-1]  # and the series file
+        written = dict(series.format_patches(source, commits, staging))  # name: blob id; the series file last
+        names = [*written][:-1]
         stage("export-staged")
         given = "{} <{}>".format(*parse_identity(author)) if author else ""  # as written, not as git stored it
         _refuse_am_misreads(source, commits, staging, names, rebase, given)
@@ -76,12 +77,10 @@ def export_series(
                               f"change in a tree of an upstream base ({edit} --git, or --checkout PATH instead of "
                               "--git) and export it (--tree, the path edit prints), or pass --drop-missing to drop "
                               "them")  # fmt: skip
-        written = [*names, "series"]
-        ids = {name: blob_id((staging / name).read_bytes()) for name in written}
         wrote = f"{blob_id(str(writer or repo).encode())} {series.WRITER}\n"  # whose export it is, as a (name, blob)
-        (staging / RECORD).write_text("".join(f"{ids[name]} {name}\n" for name in written) + wrote)
+        (staging / RECORD).write_text("".join(f"{blob} {name}\n" for name, blob in written.items()) + wrote)
         removed = [name for name in series.listed_names(patches_dir / "series") if name not in written]
-        held = {*last_held(repo, patches_dir, writer), *ids.items()}
+        held = {*last_held(repo, patches_dir, writer), *written.items()}
         if lost := unkept(patches_dir, [*removed, *written], held):
             _refuse_losing(patches_dir, lost)
         # noted: a file the tree did not last hold (changed in git since, or by hand); with no such record, a removal
@@ -89,7 +88,7 @@ def export_series(
         unseen = _unseen(patches_dir, [*removed, *written] if recorded else removed, held)
         hold(repo, held)  # until the switch is done: a killed one leaves old and new files, both held
         _switch(patches_dir, staging, [*written, RECORD], removed)
-        hold(repo, set(ids.items()))
+        hold(repo, set(written.items()))
     for leftover in cut_short(patches_dir):  # a killed export's, once the series is whole again (the lock is held)
         shutil.rmtree(leftover)
     if unseen:

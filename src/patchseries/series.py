@@ -33,6 +33,9 @@ _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
 _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
 _STATUS_LINE = re.compile(r"(?im)^[ \t]*upstream-status[ \t]*:")  # DEP-3 keys are case-insensitive
 FROM_HEADER = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)  # with its continuation lines
+RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
+WRITER = ".writer"  # a name in RECORD whose "blob" is the hash of the path of the tree that wrote the export
+EXPORT_STAGING = ".patchseries-export-"  # export's fresh folder in the series folder; left there, a switch cut short
 
 
 @dataclass(frozen=True)
@@ -93,13 +96,7 @@ def read_series(series_file: Path) -> list[Patch]:
     return patches
 
 
-RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
-WRITER = ".writer"  # a name in RECORD whose "blob" is the hash of the path of the tree that wrote the export
-EXPORT_STAGING = ".patchseries-export-"  # export's fresh folder in the series folder; left there, a switch cut short
-
-
-# export's folders left in ``folder``; a file or a link so named is a person's
-def cut_short(folder: Path) -> list[Path]:
+def cut_short(folder: Path) -> list[Path]:  # export's folders left in ``folder``; a file or link so named is a person's
     return [path for path in folder.glob(f"{EXPORT_STAGING}*") if path.is_dir() and not path.is_symlink()]
 
 
