@@ -1289,3 +1289,35 @@ def test_checks_remedy_keeps_another_trees_export_that_the_tree_it_names_does_no
 
     assert remedy.returncode == 0, f"{fix}\n{remedy.stderr}"
     assert "return 43" in (patches / "0003-Another-change.patch.mine").read_text()
+
+
+def test_a_tree_made_again_where_a_removed_one_was_does_not_hold_what_that_one_exported(synthetic, tmp_path):
+    patches, clone = synthetic.ws.patches, tmp_path / "clone"
+    _in_git(patches)
+
+    def cloned(answer: int) -> None:  # a tree `edit` did not make: no record of what it holds
+        git(tmp_path, "clone", "-q", "--branch", "series", str(synthetic.tree), str(clone))
+        git(clone, "branch", "base", "origin/base")
+        git(clone, "tag", load_pin(synthetic.ws.pin_file).tag, "base")
+        commit(clone, {CORE: f"def answer():\n    return {answer}\n"}, f"Answer {answer}\n\nUpstream-Status: Pending")
+
+    cloned(43)
+    assert synthetic.run("export", "--tree", str(clone)).returncode == 0  # not committed
+    mine = files_of(patches)
+    shutil.rmtree(clone)
+    cloned(44)
+
+    error = one_error(synthetic.run("export", "--tree", str(clone)))
+
+    assert error.startswith("error: export would overwrite or remove "), error
+    assert files_of(patches) == mine
+
+
+def test_a_tree_whose_path_holds_a_colon_exports(synthetic, tmp_path):
+    shutil.copytree(synthetic.tree, tree := tmp_path / "a:b" / "tree", symlinks=True)
+    commit(tree, {CORE: "def answer():\n    return 43\n"}, "Colon\n\nUpstream-Status: Pending")
+
+    exported = synthetic.run("export", "--tree", str(tree))
+
+    assert exported.returncode == 0, exported.stderr
+    assert "+    return 43" in (synthetic.ws.patches / "0003-Colon.patch").read_text()

@@ -287,14 +287,14 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
 def _reexport(
     ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]
 ) -> tuple[str, Path | None]:  # fmt: skip
-    """``forward`` for a forward series (and its checkout), else ``export`` of the first edit tree there is (and it)."""
+    """``forward`` for a forward series, else ``export`` of the first edit tree there is (and it), after ``edit``."""
     given = ("--checkout", checkout) if checkout is not None else ()
     if patches_dir != ws.patches:  # the forward series beside the release series of --patches
-        return ws.command("forward", *given), checkout  # forward's exports are its checkout's
+        return ws.command("forward", *given), None
     release = ws.patches.parent
     if pin.commit and (release / "series").is_file() and (release / "base.toml").is_file():
         to = () if ws.patches == release / FORWARD_DIR else ("--to", ws.patches)
-        return ws.command_on(release, "forward", *given, *to), checkout
+        return ws.command_on(release, "forward", *given, *to), None
     takes = False
     with suppress(SeriesError):  # `edit --checkout` only where edit takes that checkout
         takes = checkout is not None and bool(resolve_source(ws, pin, checkout, False, False))

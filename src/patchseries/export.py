@@ -32,7 +32,7 @@ def export_series(
     edit: str = tool_command("edit"), log: Log = quiet, writer: str = "",
 ) -> list[str]:  # fmt: skip
     """Write ``base..branch`` as patches and ``series`` into ``patches_dir``, renamed in; what it replaces is kept.
-    ``writer``: who writes there (forward: its checkout), when not ``repo``, for ``last_held``."""
+    ``writer``: who writes there when not ``repo``'s commits (forward: its checkout), for ``last_held``."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
     branch = branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
@@ -62,7 +62,7 @@ def export_series(
     patches_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=EXPORT_STAGING, dir=patches_dir) as made:
         staging = Path(made)
-        source, commits = (repo, f"{_commit(repo, base)}..{_commit(repo, branch)}")  # read once: a branch may move
+        source, commits = (repo, f"{_commit(repo, base)}..{(tip := _commit(repo, branch))}")  # once: a branch moves
         if author is not None:
             source, commits = _authored(repo, base, branch, author, staging / "authored")
         written = dict(series.format_patches(source, commits, staging))  # name: blob id; the series file last
@@ -77,7 +77,7 @@ def export_series(
                               f"change in a tree of an upstream base ({edit} --git, or --checkout PATH instead of "
                               "--git) and export it (--tree, the path edit prints), or pass --drop-missing to drop "
                               "them")  # fmt: skip
-        wrote = f"{blob_id(str(writer or repo).encode())} {series.WRITER}\n"  # whose export it is, as a (name, blob)
+        wrote = f"{blob_id(writer.encode()) if writer else tip} {series.WRITER}\n"  # whose export, as a (name, blob)
         (staging / RECORD).write_text("".join(f"{blob} {name}\n" for name, blob in written.items()) + wrote)
         removed = [name for name in series.listed_names(patches_dir / "series") if name not in written]
         held = {*last_held(repo, patches_dir, writer), *written.items()}
@@ -100,13 +100,15 @@ def export_series(
 
 
 def last_held(tree: Path | None, folder: Path, writer: str = "") -> set[tuple[str, str]]:
-    """What an export from ``tree`` may replace besides git's: what it last held, or else what it last wrote there
-    (a tree without that record: an older tool's, a clone); another tree's export is not its own."""
+    """What an export from ``tree`` may replace besides git's: what it last held, or else (a tree without that
+    record: an older tool's, a clone) what was last written there from commits it has, or by ``writer``."""
     if (record := BaseRecord.read(tree) if tree is not None and tree.is_dir() else None) and record.seen is not None:
         return set(record.seen)
     last = series.recorded_blobs(folder)
-    writer = writer or str(tree.resolve() if tree else "")
-    return last if (series.WRITER, blob_id(writer.encode())) in last else set()
+    wrote = {blob for name, blob in last if name == series.WRITER}
+    if writer:
+        return last if blob_id(writer.encode()) in wrote else set()
+    return last if tree is not None and tree.is_dir() and any(_commit(tree, c) for c in wrote) else set()
 
 
 def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:  # those ``held`` lacks

@@ -34,7 +34,7 @@ _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
 _STATUS_LINE = re.compile(r"(?im)^[ \t]*upstream-status[ \t]*:")  # DEP-3 keys are case-insensitive
 FROM_HEADER = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)  # with its continuation lines
 RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
-WRITER = ".writer"  # a name in RECORD whose "blob" is the hash of the path of the tree that wrote the export
+WRITER = ".writer"  # a name in RECORD; its "blob": the commit exported (forward: a hash of its checkout's path)
 EXPORT_STAGING = ".patchseries-export-"  # export's fresh folder in the series folder; left there, a switch cut short
 
 
@@ -307,10 +307,10 @@ def committed_blobs(folder: Path) -> dict[str, str]:  # each file of ``folder`` 
 def format_patches(repo: Path, commits: str, into: Path) -> list[tuple[str, str]]:  # as export writes: (name, blob)
     """``git format-patch`` in a fresh repository that borrows ``repo``'s objects: git's defaults, none of ``repo``'s
     configuration (``diff.context``) or attributes (``* -diff`` would write every hunk as a binary patch)."""
-    borrowed = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(git_path(repo, "objects"))}
     with tempfile.TemporaryDirectory(dir=into) as fresh:
         git("init", "--quiet", "--bare", fresh)
+        (Path(fresh) / "objects/info/alternates").write_text(f"{git_path(repo, 'objects').absolute()}\n")  # `:` too
         ends = out("rev-parse", commits, cwd=repo).split()  # B ^A for A..B
-        git("format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", into, *ends, cwd=Path(fresh), env=borrowed)
+        git("format-patch", *FORMAT_PATCH_OPTIONS, "--output-directory", into, *ends, cwd=Path(fresh))
     (into / "series").write_text(SERIES_HEADER + "".join(f"{path.name}\n" for path in sorted(into.glob("*.patch"))))
     return [(path.name, blob_id(path.read_bytes())) for path in [*sorted(into.glob("*.patch")), into / "series"]]
