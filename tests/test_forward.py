@@ -431,12 +431,21 @@ def test_entries_with_the_same_first_line_are_two_entries(tmp_path):
     assert "- Fixed a crash\n  in `answer()`\n\n- Fixed a crash\n  in `version()`\n" in path.read_text()
 
 
-def test_an_entry_that_begins_a_longer_entry_upstream_is_not_there_yet(tmp_path):
-    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n  in `answer()`\n\n## [1.0]\n")
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        "- Fixed a crash\n  in `answer()`\n",  # a longer entry, its next line indented
+        "- Fixed a crash\nin `answer()` (a lazy line)\n",  # or not
+        "Not taken:\n\n```\n- Fixed a crash\n```\n",  # a code block
+        "<!--\n- Fixed a crash\n-->\n",  # a comment
+    ],
+)
+def test_an_entry_upstream_has_only_inside_something_else_is_not_there_yet(tmp_path, upstream):
+    path = _changelog(tmp_path, f"## [unreleased]\n\n### Fixed\n\n{upstream}\n## [1.0]\n")
 
     assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
-    assert "- Fixed a crash\n  in `answer()`\n\n- Fixed a crash\n\n## [1.0]" in path.read_text()
+    assert path.read_text().endswith(f"{upstream}\n- Fixed a crash\n\n## [1.0]\n")
 
 
 def test_an_entry_on_a_line_with_a_cr_is_there_already(tmp_path):
