@@ -622,6 +622,21 @@ def test_check_says_when_the_forward_series_is_not_what_forward_writes_from_the_
     assert synthetic.run("check", "--checkout", str(master)).returncode == 0
 
 
+def test_checks_forward_remedy_runs_as_printed_and_keeps_a_hand_edit_forward_replaces(synthetic, master):
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+    (patch,) = (synthetic.ws.patches / "master").glob("0001-*.patch")
+    patch.write_text(patch.read_text().replace("\n\n---\n", "\n\nA word of mine.\n---\n", 1))  # a fresh export keeps
+    edited = patch.read_bytes()
+
+    check = synthetic.run("check", "--checkout", str(master))
+    fix = [line for line in check.stdout.splitlines() if line.startswith("drift:")][-1]
+    remedy = shell(fix.split("`")[1])
+
+    assert remedy.returncode == 0, f"{fix}\n{remedy.stderr}"
+    assert patch.with_name(f"{patch.name}.mine").read_bytes() == edited
+    assert synthetic.run("check", "--checkout", str(master)).returncode == 0
+
+
 def test_check_says_when_the_forward_folder_has_no_series(synthetic, master):
     assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
     (synthetic.ws.patches / "master" / "series").unlink()  # git rm patches/master/series: master/ must not pass unread

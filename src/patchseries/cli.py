@@ -20,7 +20,7 @@ from patchseries.pin import Pin, load_pin
 from patchseries.progress import make_log
 from patchseries.release import build_wheels, load_wheel_pin
 from patchseries.runner import DEFAULT_TORCH
-from patchseries.series import Patch, listed_names, read_series, snapshot_series, without_author
+from patchseries.series import Patch, listed_names, read_series, recorded_blobs, snapshot_series, without_author
 from patchseries.trees import EDIT_DIR, checkout_tree_name, edit_tree, resolve_source, tool_tree
 
 FORWARD_DIR = "master"  # the forward series for upstream's default branch, beside the release series' patches
@@ -239,6 +239,7 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
 
 def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch], target: Pin, folder: Path) -> int:
     """Whether the forward series is what ``forward`` writes from the release series now (its ``From:`` aside)."""
+    from patchseries.export import last_held, unkept
     from patchseries.forward import forward_series
 
     (fresh := ws.scratch / FORWARD_DIR).mkdir(parents=True)
@@ -254,7 +255,9 @@ def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch]
         print(f"drift: {FORWARD_DIR}/: the release series conflicts at its pinned commit ({', '.join(conflicts)}); "
               f"forward cannot write it until that patch applies there")  # fmt: skip
         return 1
-    remedy = ws.command("forward", "--checkout", checkout)
+    held = {*last_held(None, folder, str(checkout.resolve())), *recorded_blobs(fresh)}  # as forward's export holds
+    copies = [shell("cp", folder / n, kept_path(folder / n)) for n in unkept(folder, [*names], held)]
+    remedy = " && ".join([*copies, ws.command("forward", "--checkout", checkout)])
     print(f"drift: {FORWARD_DIR}/ is not what forward writes from the release series ({', '.join(differ)}); `{remedy}`")
     return 1
 

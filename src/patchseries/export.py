@@ -31,8 +31,7 @@ def export_series(
     drop_lacking: bool = False, author: str | None = None, refuse_placeholder_authors: bool = False,
     edit: str = tool_command("edit"), log: Log = quiet, writer: str = "",
 ) -> list[str]:  # fmt: skip
-    """Write ``base..branch`` as patches and ``series`` into ``patches_dir``, renamed in; what it replaces is kept.
-    ``writer``: who writes there when not ``repo``'s commits (forward: its checkout), for ``last_held``."""
+    """Write ``base..branch`` as patches and ``series`` into ``patches_dir``, renamed in; what it replaces is kept."""
     repo, patches_dir = repo.resolve(), patches_dir.resolve()
     refuse_operation_in_progress(repo)  # a stopped `git rebase -i` has not moved the branch yet
     branch = branch if branch.startswith("refs/") else f"refs/heads/{branch}"  # never a tag named so
@@ -106,9 +105,8 @@ def last_held(tree: Path | None, folder: Path, writer: str = "") -> set[tuple[st
         return set(record.seen)
     last = series.recorded_blobs(folder)
     wrote = {blob for name, blob in last if name == series.WRITER}
-    if writer:
-        return last if blob_id(writer.encode()) in wrote else set()
-    return last if tree is not None and tree.is_dir() and any(_commit(tree, c) for c in wrote) else set()
+    mine = blob_id(writer.encode()) in wrote if writer else tree is not None and any(_commit(tree, c) for c in wrote)
+    return last if mine else set()
 
 
 def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:  # those ``held`` lacks

@@ -43,9 +43,8 @@ def ignore_interrupts() -> None:
 
 def stage(name: str) -> None:
     for wanted in os.environ.get(SIGNAL_AT_ENV, "").split(","):
-        at, _, signame = wanted.partition(":")
-        if at == name:
-            os.kill(os.getpid(), getattr(signal, signame or "SIGTERM"))
+        if (at := wanted.partition(":"))[0] == name:  # a stage, and a signal (SIGTERM if none)
+            os.kill(os.getpid(), getattr(signal, at[2] or "SIGTERM"))
 
 
 def write_file(path: Path, text: str) -> None:
