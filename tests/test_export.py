@@ -1291,23 +1291,39 @@ def test_checks_remedy_keeps_another_trees_export_that_the_tree_it_names_does_no
     assert "return 43" in (patches / "0003-Another-change.patch.mine").read_text()
 
 
-def test_a_tree_made_again_where_a_removed_one_was_does_not_hold_what_that_one_exported(synthetic, tmp_path):
-    patches, clone = synthetic.ws.patches, tmp_path / "clone"
+@pytest.mark.parametrize("other", ["made again at its path", "a --shared clone of it", "a clone that fetched it"])
+def test_a_tree_without_a_record_does_not_hold_another_trees_export_of_commits_its_refs_do_not_reach(
+    synthetic, tmp_path, other
+):
+    """A tree `edit` did not make holds the last export only if its own refs or reflogs reach the commit exported:
+    not one it reads through another tree's objects (alternates, a fetch), not one of a tree once at its path."""
+    patches, first, second = synthetic.ws.patches, tmp_path / "first", tmp_path / "second"
     _in_git(patches)
 
-    def cloned(answer: int) -> None:  # a tree `edit` did not make: no record of what it holds
-        git(tmp_path, "clone", "-q", "--branch", "series", str(synthetic.tree), str(clone))
-        git(clone, "branch", "base", "origin/base")
-        git(clone, "tag", load_pin(synthetic.ws.pin_file).tag, "base")
-        commit(clone, {CORE: f"def answer():\n    return {answer}\n"}, f"Answer {answer}\n\nUpstream-Status: Pending")
+    def cloned(tree: Path, answer: int, source: Path = synthetic.tree, *options: str) -> None:  # no record of it
+        git(tmp_path, "clone", "-q", *options, "--branch", "series", str(source), str(tree))
+        git(tree, "branch", "-f", "base", "origin/base")
+        git(tree, "tag", "-f", load_pin(synthetic.ws.pin_file).tag, "base")
+        commit(tree, {CORE: f"def answer():\n    return {answer}\n"}, f"Answer {answer}\n\nUpstream-Status: Pending")
 
-    cloned(43)
-    assert synthetic.run("export", "--tree", str(clone)).returncode == 0  # not committed
+    if other == "a --shared clone of it":  # made before the first tree's commit, reading its objects
+        git(tmp_path, "clone", "-q", "--branch", "series", str(synthetic.tree), str(first))
+        git(first, "branch", "base", "origin/base")
+        git(first, "tag", load_pin(synthetic.ws.pin_file).tag, "base")
+        cloned(second, 44, first, "--shared")
+        commit(first, {CORE: "def answer():\n    return 43\n"}, "Answer 43\n\nUpstream-Status: Pending")
+    else:
+        cloned(first, 43)
+    if other == "a clone that fetched it":
+        cloned(second, 44)
+        git(second, "fetch", "-q", str(first), "series")  # FETCH_HEAD only
+    assert synthetic.run("export", "--tree", str(first)).returncode == 0  # not committed
     mine = files_of(patches)
-    shutil.rmtree(clone)
-    cloned(44)
+    if other == "made again at its path":
+        shutil.rmtree(first)
+        cloned(second := first, 44)
 
-    error = one_error(synthetic.run("export", "--tree", str(clone)))
+    error = one_error(synthetic.run("export", "--tree", str(second)))
 
     assert error.startswith("error: export would overwrite or remove "), error
     assert files_of(patches) == mine
@@ -1321,3 +1337,17 @@ def test_a_tree_whose_path_holds_a_colon_exports(synthetic, tmp_path):
 
     assert exported.returncode == 0, exported.stderr
     assert "+    return 43" in (synthetic.ws.patches / "0003-Colon.patch").read_text()
+
+
+def test_checks_remedy_keeps_an_unlisted_file_at_a_name_the_export_writes(synthetic):
+    patches = synthetic.ws.patches
+    commit(synthetic.tree, {CORE: "def answer():\n    return 43\n"}, "Add foo\n\nUpstream-Status: Pending")
+    (mailed := patches / "0003-Add-foo.patch").write_text("From: a colleague\nSubject: [PATCH] Add foo\n\nmine\n")
+    (patches / "series").write_text((patches / "series").read_text() + "# my note\n")  # drift
+
+    checked = synthetic.run("check")
+    fix = [line for line in checked.stdout.splitlines() if line.startswith("drift:")][-1]
+    remedy = shell(fix.split("`")[1])
+
+    assert remedy.returncode == 0, f"{fix}\n{remedy.stderr}"
+    assert mailed.with_name(f"{mailed.name}.mine").read_text().endswith("mine\n")

@@ -637,6 +637,21 @@ def test_checks_forward_remedy_runs_as_printed_and_keeps_a_hand_edit_forward_rep
     assert synthetic.run("check", "--checkout", str(master)).returncode == 0
 
 
+def test_checks_drift_remedy_for_master_keeps_the_hand_edits_forward_replaces(synthetic, master):
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+    first, second = sorted((synthetic.ws.patches / "master").glob("*.patch"))
+    first.write_text(first.read_text().replace("\nSubject:", "\nX-Note: mine\nSubject:", 1))  # drift
+    second.write_text(second.read_text().replace("\n\n---\n", "\n\nA word of mine.\n---\n", 1))  # a fresh export keeps
+    edits = {path: path.read_bytes() for path in (first, second)}
+
+    check = synthetic.run("check", "--checkout", str(master))
+    fix = next(line for line in check.stdout.splitlines() if line.startswith("drift: to write the series again"))
+    remedy = shell(fix.split("`")[1])
+
+    assert remedy.returncode == 0, f"{fix}\n{remedy.stderr}"
+    assert {path: path.with_name(f"{path.name}.mine").read_bytes() for path in edits} == edits
+
+
 def test_check_says_when_the_forward_folder_has_no_series(synthetic, master):
     assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
     (synthetic.ws.patches / "master" / "series").unlink()  # git rm patches/master/series: master/ must not pass unread

@@ -255,7 +255,7 @@ def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch]
         print(f"drift: {FORWARD_DIR}/: the release series conflicts at its pinned commit ({', '.join(conflicts)}); "
               f"forward cannot write it until that patch applies there")  # fmt: skip
         return 1
-    held = {*last_held(None, folder, str(checkout.resolve())), *recorded_blobs(fresh)}  # as forward's export holds
+    held = {*last_held(checkout, folder), *recorded_blobs(fresh)}  # as forward's export holds
     copies = [shell("cp", folder / n, kept_path(folder / n)) for n in unkept(folder, [*names], held)]
     remedy = " && ".join([*copies, ws.command("forward", "--checkout", checkout)])
     print(f"drift: {FORWARD_DIR}/ is not what forward writes from the release series ({', '.join(differ)}); `{remedy}`")
@@ -290,14 +290,14 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
 def _reexport(
     ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]
 ) -> tuple[str, Path | None]:  # fmt: skip
-    """``forward`` for a forward series, else ``export`` of the first edit tree there is (and it), after ``edit``."""
+    """``forward`` for a forward series (and its checkout), else ``export`` of the first edit tree there is (and it)."""
     given = ("--checkout", checkout) if checkout is not None else ()
     if patches_dir != ws.patches:  # the forward series beside the release series of --patches
-        return ws.command("forward", *given), None
+        return ws.command("forward", *given), checkout
     release = ws.patches.parent
     if pin.commit and (release / "series").is_file() and (release / "base.toml").is_file():
         to = () if ws.patches == release / FORWARD_DIR else ("--to", ws.patches)
-        return ws.command_on(release, "forward", *given, *to), None
+        return ws.command_on(release, "forward", *given, *to), checkout
     takes = False
     with suppress(SeriesError):  # `edit --checkout` only where edit takes that checkout
         takes = checkout is not None and bool(resolve_source(ws, pin, checkout, False, False))

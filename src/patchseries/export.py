@@ -99,14 +99,15 @@ def export_series(
 
 
 def last_held(tree: Path | None, folder: Path, writer: str = "") -> set[tuple[str, str]]:
-    """What an export from ``tree`` may replace besides git's: what it last held, or else (a tree without that
-    record: an older tool's, a clone) what was last written there from commits it has, or by ``writer``."""
+    """What an export from ``tree`` (``writer``: forward's checkout) may replace besides git's: what it last held; with
+    no record (an older tool's, a clone): the last export there if from a commit its refs reach, or forward's from it"""
     if (record := BaseRecord.read(tree) if tree is not None and tree.is_dir() else None) and record.seen is not None:
         return set(record.seen)
     last = series.recorded_blobs(folder)
     wrote = {blob for name, blob in last if name == series.WRITER}
-    mine = blob_id(writer.encode()) in wrote if writer else tree is not None and any(_commit(tree, c) for c in wrote)
-    return last if mine else set()
+    path = blob_id((writer or str(tree.resolve() if tree else "")).encode())
+    reached = out("rev-list", "--all", "--reflog", cwd=tree).split() if wrote and tree and not writer else []
+    return last if path in wrote or wrote & {*reached} else set()  # reached: not merely an object it can read
 
 
 def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:  # those ``held`` lacks
@@ -352,8 +353,8 @@ def drift_report(
         report.problems += _differences(patches, applied, patches_dir, exported, report.unchecked)
         made = series.recorded_blobs(exported)  # what a tree `edit` makes of the series holds
     if report.problems:  # the copies the remedy's export makes (with no tree: of a tree edit makes)
-        held = last_held(tree, patches_dir) if tree is not None else made
-        mine = unkept(patches_dir, ["series", *(p.name for p in patches)], held)  # to copy
+        names = {"series", *(p.name for p in patches), *(f.name for f in patches_dir.glob("*.patch"))}  # may go
+        mine = unkept(patches_dir, sorted(names), last_held(tree, patches_dir) if tree is not None else made)
         fix = " && ".join([*(shell("cp", patches_dir / n, kept_path(patches_dir / n)) for n in mine), reexport])
         report.problems.append(f"to write the series again (a copy of each file changed by hand kept): `{fix}`")
     return report
