@@ -431,21 +431,33 @@ def test_entries_with_the_same_first_line_are_two_entries(tmp_path):
     assert "- Fixed a crash\n  in `answer()`\n\n- Fixed a crash\n  in `version()`\n" in path.read_text()
 
 
-@pytest.mark.parametrize(
-    "upstream",
-    [
-        "- Fixed a crash\n  in `answer()`\n",  # a longer entry, its next line indented
-        "- Fixed a crash\nin `answer()` (a lazy line)\n",  # or not
-        "Not taken:\n\n```\n- Fixed a crash\n```\n",  # a code block
-        "<!--\n- Fixed a crash\n-->\n",  # a comment
-    ],
-)
-def test_an_entry_upstream_has_only_inside_something_else_is_not_there_yet(tmp_path, upstream):
-    path = _changelog(tmp_path, f"## [unreleased]\n\n### Fixed\n\n{upstream}\n## [1.0]\n")
+def test_an_entry_that_begins_a_longer_entry_upstream_is_not_there_yet(tmp_path):
+    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n  in `answer()`\n\n## [1.0]\n")
 
     assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
-    assert path.read_text().endswith(f"{upstream}\n- Fixed a crash\n\n## [1.0]\n")
+    assert path.read_text().endswith("- Fixed a crash\n  in `answer()`\n\n- Fixed a crash\n\n## [1.0]\n")
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        "- Fixed a crash\nin `answer()` (a lazy line)\n",
+        "Not taken:\n\n```\n- Fixed a crash\n```\n",  # a code block
+        "<!--\n### Fixed\n- Fixed a crash\n-->\n",  # a comment
+        "- Fixed a crash\n> Note: not in save\n",  # a quote after a whole entry
+        "- Fixed a bug\n\n ```\n- Fixed a crash\n```\n",  # a fence indented less than an item's lines
+        "<!--\n## [0.9]\n- Fixed a crash\n-->\n",  # a section heading in a comment
+    ],
+)
+def test_an_unreleased_section_forward_cannot_read_as_a_list_is_refused_naming_the_line(tmp_path, upstream):
+    """A fence, a comment, a paragraph or a lazy line hides whether a line is an entry: forward refuses to guess."""
+    path = _changelog(tmp_path, text := f"## [unreleased]\n\n### Fixed\n\n{upstream}\n## [1.0]\n")
+
+    with pytest.raises(SeriesError, match=r"as a list \(items, indented lines, headings\); line \d+ is not"):
+        add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text() == text
 
 
 def test_an_entry_on_a_line_with_a_cr_is_there_already(tmp_path):

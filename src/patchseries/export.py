@@ -83,8 +83,8 @@ def export_series(
         if lost := unkept(patches_dir, [*removed, *written], held):
             _refuse_losing(patches_dir, lost)
         # noted: a file the tree did not last hold (changed in git since, or by hand); with no such record, a removal
-        recorded = (tree := BaseRecord.read(repo)) is not None and tree.seen is not None
-        unseen = _unseen(patches_dir, [*removed, *written] if recorded else removed, held)
+        scope = [*removed, *written] if (tree := BaseRecord.read(repo)) and tree.seen is not None else removed
+        unseen = [n for n in scope if (f := patches_dir / n).is_file() and (n, blob_id(f.read_bytes())) not in held]
         hold(repo, held)  # until the switch is done: a killed one leaves old and new files, both held
         _switch(patches_dir, staging, [*written, RECORD], removed)
         hold(repo, set(written.items()))
@@ -108,10 +108,6 @@ def last_held(tree: Path | None, folder: Path, writer: str = "") -> set[tuple[st
     path = blob_id((writer or str(tree.resolve() if tree else "")).encode())
     reached = out("rev-list", "--all", "--reflog", cwd=tree).split() if wrote and tree and not writer else []
     return last if path in wrote or wrote & {*reached} else set()  # reached: not merely an object it can read
-
-
-def _unseen(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:  # those ``held`` lacks
-    return [n for n in names if (folder / n).is_file() and (n, blob_id((folder / n).read_bytes())) not in held]
 
 
 def unkept(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:

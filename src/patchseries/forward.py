@@ -193,15 +193,17 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "---"))), len(lines))
     block = [f"{line}{cr}" for line in entry.split("\n")]
-    plain, size = [line.removesuffix("\r") for line in lines[start:end]], len(block)
-    listed = [True]  # a line of a heading's list, as changelog_entries reads one: since the heading, only items, their
-    for line in plain[1:]:  # indented lines and blank lines (no code block, comment or lazy line of a longer entry)
-        item = line.strip() in ("", "-") or line[:2] in ("- ", "* ", "+ ") or line[:1] in " \t"
-        listed.append(line[:1] == "#" or listed[-1] and item)
+    plain, size, item = [line.removesuffix("\r") for line in lines[start:end]], len(block), False
+    for number, line in enumerate(plain[1:], start + 2):  # as changelog_entries reads: no fence, comment, lazy line
+        item = line[:2] in ("- ", "* ", "+ ") or line.strip() == "-" or item and not re.match(r"#+( |$)", line)
+        if line.strip() and not (re.match(r"#+( |$)|[-*+]( |$)", line) or item and line.startswith(("  ", "\t"))):
+            raise SeriesError(f"forward reads [unreleased] of the target's {changelog} as a list (items, indented "
+                              f"lines, headings); line {number} is not ({line.strip()[:30]!r}): pin a commit whose "
+                              "list it reads")  # fmt: skip
 
-    def there(i: int) -> bool:  # every line of it, CRs aside, an entry of that list, and no line of its after it
+    def there(i: int) -> bool:  # every line of it, CRs aside, and no line of its (indented) after it
         after = next((line for line in plain[i + size :] if line.strip()), "")
-        return plain[i : i + size] == entry.split("\n") and all(listed[i : i + size + 1]) and not after[:1].isspace()
+        return plain[i : i + size] == entry.split("\n") and not after[:1].isspace()
 
     if any(map(there, range(len(plain)))):
         return False
