@@ -1291,12 +1291,15 @@ def test_checks_remedy_keeps_another_trees_export_that_the_tree_it_names_does_no
     assert "return 43" in (patches / "0003-Another-change.patch.mine").read_text()
 
 
-@pytest.mark.parametrize("other", ["made again at its path", "a --shared clone of it", "a clone that fetched it"])
+@pytest.mark.parametrize(
+    "other",
+    ["made again at its path", "a --shared clone of it", "a clone that fetched it", "a clone that looked at it"],
+)
 def test_a_tree_without_a_record_does_not_hold_another_trees_export_of_commits_its_refs_do_not_reach(
     synthetic, tmp_path, other
 ):
-    """A tree `edit` did not make holds the last export only if its own refs or reflogs reach the commit exported:
-    not one it reads through another tree's objects (alternates, a fetch), not one of a tree once at its path."""
+    """A tree holds only what its own record says it exported: not another tree's export, whatever commits it can
+    read or reach (alternates, a fetch, a look at it), nor the export of a tree once at its path."""
     patches, first, second = synthetic.ws.patches, tmp_path / "first", tmp_path / "second"
     _in_git(patches)
 
@@ -1314,9 +1317,16 @@ def test_a_tree_without_a_record_does_not_hold_another_trees_export_of_commits_i
         commit(first, {CORE: "def answer():\n    return 43\n"}, "Answer 43\n\nUpstream-Status: Pending")
     else:
         cloned(first, 43)
-    if other == "a clone that fetched it":
+    if other in ("a clone that fetched it", "a clone that looked at it"):
         cloned(second, 44)
         git(second, "fetch", "-q", str(first), "series")  # FETCH_HEAD only
+    if other == "a clone that looked at it":  # HEAD's reflog, a stash and a remote branch reach it now
+        git(second, "checkout", "-q", "FETCH_HEAD")
+        (second / "README.md").write_text("a look\n")
+        git(second, "stash", "-q", "--include-untracked")
+        git(second, "checkout", "-q", "series")
+        git(second, "remote", "add", "first", str(first))
+        git(second, "fetch", "-q", "first")
     assert synthetic.run("export", "--tree", str(first)).returncode == 0  # not committed
     mine = files_of(patches)
     if other == "made again at its path":

@@ -448,16 +448,34 @@ def test_an_entry_that_begins_a_longer_entry_upstream_is_not_there_yet(tmp_path)
         "- Fixed a crash\n> Note: not in save\n",  # a quote after a whole entry
         "- Fixed a bug\n\n ```\n- Fixed a crash\n```\n",  # a fence indented less than an item's lines
         "<!--\n## [0.9]\n- Fixed a crash\n-->\n",  # a section heading in a comment
+        "- Fixed a bug\n\n---\n\n- Fixed a crash\n",  # a rule inside the section
+        "- Fixed a bug\n--- and more\n",  # a lazy line like a rule
     ],
 )
 def test_an_unreleased_section_forward_cannot_read_as_a_list_is_refused_naming_the_line(tmp_path, upstream):
     """A fence, a comment, a paragraph or a lazy line hides whether a line is an entry: forward refuses to guess."""
-    path = _changelog(tmp_path, text := f"## [unreleased]\n\n### Fixed\n\n{upstream}\n## [1.0]\n")
+    path = _changelog(tmp_path, text := f"## [unreleased]\n\n### Fixed\n\n{upstream}\n---\n\n## [1.0]\n")
 
-    with pytest.raises(SeriesError, match=r"as a list \(items, indented lines, headings\); line \d+ is not"):
+    with pytest.raises(SeriesError, match=r"as a list \(items, indented lines, headings\) after .*; line \d+ is not"):
         add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
     assert path.read_text() == text
+
+
+def test_a_section_above_the_unreleased_one_in_a_code_block_is_refused(tmp_path):
+    template = "# Changelog\n\nStart from:\n\n```md\n## [unreleased]\n\n### Fixed\n\n-\n```\n\n"
+    path = _changelog(tmp_path, text := f"{template}## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n")
+
+    with pytest.raises(SeriesError, match=r"line 5 is not \('```md'\)"):
+        add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text() == text
+
+
+def test_an_entry_upstream_has_with_another_bullet_is_there_already(tmp_path):
+    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n* Fixed a crash\n  in `answer()`\n\n---\n")
+
+    assert not add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash\n  in `answer()`")
 
 
 def test_an_entry_on_a_line_with_a_cr_is_there_already(tmp_path):

@@ -1,4 +1,4 @@
-"""Command line: one parser built from a table; each subcommand imports the module doing the work (fast start-up)."""
+"""Command line: one parser built from a table; a subcommand imports the heavier modules it needs (fast start-up)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 from packaging.utils import canonicalize_name
 
-from patchseries import __version__, runner
+from patchseries import __version__, export, runner
 from patchseries.errors import SeriesError
 from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage, write_file
 from patchseries.lock import series_lock, workdir_lock
@@ -120,11 +120,11 @@ def _workspace(args: argparse.Namespace) -> Workspace:
             raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
         args.checkout = args.checkout.resolve()
     if command in ("export", "forward"):
-        from patchseries.export import AUTHOR_ENV, parse_identity
-
-        given_as, args.author = ("--author", args.author) if args.author else (AUTHOR_ENV, os.environ.get(AUTHOR_ENV))
+        given_as, args.author = (
+            ("--author", args.author) if args.author else (export.AUTHOR_ENV, os.environ.get(export.AUTHOR_ENV))
+        )
         if args.author:
-            parse_identity(args.author, given_as=given_as)
+            export.parse_identity(args.author, given_as=given_as)
     ws = Workspace.default(patches=args.patches, workdir=args.workdir)
     if command == "status" or getattr(args, "from_json", None):
         return ws
@@ -195,8 +195,6 @@ def cmd_base(args: argparse.Namespace, ws: Workspace) -> int:  # fetch, apply, e
 
 
 def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
-    from patchseries.export import export_series, refuse_another_base
-
     given, pin = args.tree or _default_tree(ws), load_pin(ws.pin_file)
     tree, edit = given.resolve(), ws.command("edit", *(["--git"] if pin.commit else []))  # no sdist has its base
     if not (tree / ".git").exists() and args.tree is not None:
@@ -205,8 +203,8 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
     if not (tree / ".git").exists():  # a place taken (a dangling link) is moved away first: edit would refuse it
         mv = f"move it away ({shell('mv', given, kept_path(given))}) and " if os.path.lexists(given) else ""
         raise SeriesError(f"there is no tree to export at {given}; {mv}make one to edit with `{edit}`, or pass --tree")
-    refuse_another_base(tree, pin, ws, edit, args.branch)
-    names = export_series(
+    export.refuse_another_base(tree, pin, ws, edit, args.branch)
+    names = export.export_series(
         tree, ws.patches, branch=args.branch, lacks=pin.sdist_lacks, drop_lacking=args.drop_missing,
         author=args.author, refuse_placeholder_authors=True, edit=edit, log=print,
     )  # fmt: skip
@@ -239,7 +237,6 @@ def cmd_check(args: argparse.Namespace, ws: Workspace) -> int:
 
 def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch], target: Pin, folder: Path) -> int:
     """Whether the forward series is what ``forward`` writes from the release series now (its ``From:`` aside)."""
-    from patchseries.export import last_held, unkept
     from patchseries.forward import forward_series
 
     (fresh := ws.scratch / FORWARD_DIR).mkdir(parents=True)
@@ -255,26 +252,24 @@ def _forward_drift(checkout: Path, ws: Workspace, pin: Pin, patches: list[Patch]
         print(f"drift: {FORWARD_DIR}/: the release series conflicts at its pinned commit ({', '.join(conflicts)}); "
               f"forward cannot write it until that patch applies there")  # fmt: skip
         return 1
-    held = {*last_held(checkout, folder), *recorded_blobs(fresh)}  # as forward's export holds
-    copies = [shell("cp", folder / n, kept_path(folder / n)) for n in unkept(folder, [*names], held)]
+    held = {*export.last_held(None, folder, str(checkout.resolve())), *recorded_blobs(fresh)}  # as forward's holds
+    copies = [shell("cp", folder / n, kept_path(folder / n)) for n in export.unkept(folder, [*names], held)]
     remedy = " && ".join([*copies, ws.command("forward", "--checkout", checkout)])
     print(f"drift: {FORWARD_DIR}/ is not what forward writes from the release series ({', '.join(differ)}); `{remedy}`")
     return 1
 
 
 def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]) -> int:
-    from patchseries.export import drift_report
-
-    reexport, tree = _reexport(ws, checkout, patches_dir, pin, patches)
+    fix, held = _reexport(ws, checkout, patches_dir, pin, patches)
     if checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
         base = pin.commit or f"refs/tags/{pin.tag}"
-        report = drift_report(checkout, patches, patches_dir, ws.scratch, base=base, reexport=reexport, tree=tree)
+        report = export.drift_report(checkout, patches, patches_dir, ws.scratch, base=base, reexport=fix, held=held)
     elif patches_dir != ws.patches or not pin.has_sdist:
         print(f"not checked: {len(patches)} patches pinned to upstream commit {pin.where[:12]}; pass --checkout PATH")
         return 0
     else:
         sdist = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), make_log())[0].path
-        report = drift_report(sdist, patches, patches_dir, ws.scratch, pin.sdist_lacks, reexport=reexport, tree=tree)
+        report = export.drift_report(sdist, patches, patches_dir, ws.scratch, pin.sdist_lacks, reexport=fix, held=held)
     if report.problems:
         print("\n".join(f"drift: {problem}" for problem in report.problems))
         return 1
@@ -289,15 +284,16 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
 
 def _reexport(
     ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, patches: list[Patch]
-) -> tuple[str, Path | None]:  # fmt: skip
-    """``forward`` for a forward series (and its checkout), else ``export`` of the first edit tree there is (and it)."""
+) -> tuple[str, set[tuple[str, str]] | None]:  # fmt: skip
+    """The remedy (``forward``, else ``export`` of the first edit tree, after ``edit``) and what its export holds."""
     given = ("--checkout", checkout) if checkout is not None else ()
+    holds = export.last_held(None, patches_dir, str(checkout.resolve())) if checkout else set()  # forward's, from it
     if patches_dir != ws.patches:  # the forward series beside the release series of --patches
-        return ws.command("forward", *given), checkout
+        return ws.command("forward", *given), holds
     release = ws.patches.parent
     if pin.commit and (release / "series").is_file() and (release / "base.toml").is_file():
         to = () if ws.patches == release / FORWARD_DIR else ("--to", ws.patches)
-        return ws.command_on(release, "forward", *given, *to), checkout
+        return ws.command_on(release, "forward", *given, *to), holds
     takes = False
     with suppress(SeriesError):  # `edit --checkout` only where edit takes that checkout
         takes = checkout is not None and bool(resolve_source(ws, pin, checkout, False, False))
@@ -309,8 +305,10 @@ def _reexport(
         (edits / f"git-{pin.commit[:12] or pin.tag}", ("edit", "--git")),
     ]
     tree, edit = next((c for c in candidates if (c[0] / ".git").exists()), candidates[0])
-    export = ws.command("export", *(("--tree", tree) if tree != default else ()))
-    return (export, tree) if (tree / ".git").exists() else (f"{ws.command(*edit)} && {export}", None)
+    command = ws.command("export", *(("--tree", tree) if tree != default else ()))
+    if not (tree / ".git").exists():
+        return f"{ws.command(*edit)} && {command}", None
+    return command, export.last_held(tree, ws.patches)
 
 
 def cmd_forward(args: argparse.Namespace, ws: Workspace) -> int:

@@ -20,6 +20,7 @@ from patchseries.pin import Pin
 from patchseries.progress import Log, quiet
 from patchseries.series import EXPORT_STAGING, RECORD, Patch, blob_id, cut_short, dropped_hunks, has_crlf, trailers
 from patchseries.trees import BASE_REF, TOOL_ATTRIBUTES, BaseRecord, fetch_advice, hold, refuse_operation_in_progress
+from patchseries.trees import held as held_by
 
 AUTHOR_ENV = "PATCHSERIES_AUTHOR"  # the author of every written patch when --author is not given
 # no control character: git drops a newline from a name (`Eve\nBcc: x` would become `EveBcc: x`)
@@ -61,7 +62,7 @@ def export_series(
     patches_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=EXPORT_STAGING, dir=patches_dir) as made:
         staging = Path(made)
-        source, commits = (repo, f"{_commit(repo, base)}..{(tip := _commit(repo, branch))}")  # once: a branch moves
+        source, commits = (repo, f"{_commit(repo, base)}..{_commit(repo, branch)}")  # read once: a branch may move
         if author is not None:
             source, commits = _authored(repo, base, branch, author, staging / "authored")
         written = dict(series.format_patches(source, commits, staging))  # name: blob id; the series file last
@@ -76,14 +77,13 @@ def export_series(
                               f"change in a tree of an upstream base ({edit} --git, or --checkout PATH instead of "
                               "--git) and export it (--tree, the path edit prints), or pass --drop-missing to drop "
                               "them")  # fmt: skip
-        wrote = f"{blob_id(writer.encode()) if writer else tip} {series.WRITER}\n"  # whose export, as a (name, blob)
+        wrote = f"{blob_id(writer.encode())} {series.WRITER}\n" * bool(writer)  # forward's checkout, as (name, blob)
         (staging / RECORD).write_text("".join(f"{blob} {name}\n" for name, blob in written.items()) + wrote)
         removed = [name for name in series.listed_names(patches_dir / "series") if name not in written]
         held = {*last_held(repo, patches_dir, writer), *written.items()}
         if lost := unkept(patches_dir, [*removed, *written], held):
             _refuse_losing(patches_dir, lost)
-        # noted: a file the tree did not last hold (changed in git since, or by hand); with no such record, a removal
-        scope = [*removed, *written] if (tree := BaseRecord.read(repo)) and tree.seen is not None else removed
+        scope = [*removed, *written] if held_by(repo) is not None else removed  # noted if not held; no record: removals
         unseen = [n for n in scope if (f := patches_dir / n).is_file() and (n, blob_id(f.read_bytes())) not in held]
         hold(repo, held)  # until the switch is done: a killed one leaves old and new files, both held
         _switch(patches_dir, staging, [*written, RECORD], removed)
@@ -99,15 +99,11 @@ def export_series(
 
 
 def last_held(tree: Path | None, folder: Path, writer: str = "") -> set[tuple[str, str]]:
-    """What an export from ``tree`` (``writer``: forward's checkout) may replace besides git's: what it last held; with
-    no record (an older tool's, a clone): the last export there if from a commit its refs reach, or forward's from it"""
-    if (record := BaseRecord.read(tree) if tree is not None and tree.is_dir() else None) and record.seen is not None:
-        return set(record.seen)
-    last = series.recorded_blobs(folder)
-    wrote = {blob for name, blob in last if name == series.WRITER}
-    path = blob_id((writer or str(tree.resolve() if tree else "")).encode())
-    reached = out("rev-list", "--all", "--reflog", cwd=tree).split() if wrote and tree and not writer else []
-    return last if path in wrote or wrote & {*reached} else set()  # reached: not merely an object it can read
+    """What an export from ``tree`` may replace besides git's: what its record says it last held (no record: none);
+    for forward (``writer``: its checkout), what it last wrote there from that checkout."""
+    if not writer:
+        return (held_by(tree) if tree is not None else None) or set()
+    return last if (series.WRITER, blob_id(writer.encode())) in (last := series.recorded_blobs(folder)) else set()
 
 
 def unkept(folder: Path, names: list[str], held: set[tuple[str, str]]) -> list[str]:
@@ -319,9 +315,9 @@ class DriftReport:  # what the drift check found: problems fail it; unchecked li
 
 def drift_report(
     base_repo: Path, patches: list[Patch], patches_dir: Path, scratch: Path, lacks: tuple[str, ...] = (),
-    base: str = BASE_REF, reexport: str = tool_command("export"), tree: Path | None = None,
+    base: str = BASE_REF, reexport: str = tool_command("export"), held: set[tuple[str, str]] | None = None,
 ) -> DriftReport:  # fmt: skip
-    """Every difference between the patches, applied to the base, and a fresh export of them; then ``reexport``."""
+    """The patches against a fresh export of them; then ``reexport``, copying what its export (``held``) refuses."""
     if not (base_commit := _commit(base_repo, base)):
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; {fetch_advice(base_repo)}, re-run")
     report = DriftReport()
@@ -350,7 +346,7 @@ def drift_report(
         made = series.recorded_blobs(exported)  # what a tree `edit` makes of the series holds
     if report.problems:  # the copies the remedy's export makes (with no tree: of a tree edit makes)
         names = {"series", *(p.name for p in patches), *(f.name for f in patches_dir.glob("*.patch"))}  # may go
-        mine = unkept(patches_dir, sorted(names), last_held(tree, patches_dir) if tree is not None else made)
+        mine = unkept(patches_dir, sorted(names), made if held is None else held)
         fix = " && ".join([*(shell("cp", patches_dir / n, kept_path(patches_dir / n)) for n in mine), reexport])
         report.problems.append(f"to write the series again (a copy of each file changed by hand kept): `{fix}`")
     return report

@@ -191,19 +191,24 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     lines = text.removesuffix("\n").split("\n")  # only "\n" ends a line (not a CR, nor U+2028); each keeps its CR
     if (start := next((i for i, line in enumerate(lines) if line.lower().startswith("## [unreleased]")), None)) is None:
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "---"))), len(lines))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    end = max(i for i in range(start, end) if not re.fullmatch(r"(-{3,})?\s*", lines[i])) + 1  # less the rule
     block = [f"{line}{cr}" for line in entry.split("\n")]
     plain, size, item = [line.removesuffix("\r") for line in lines[start:end]], len(block), False
-    for number, line in enumerate(plain[1:], start + 2):  # as changelog_entries reads: no fence, comment, lazy line
+    odd = [i for i in range(start) if lines[i].lstrip()[:3] in ("```", "~~~", "<!-")]  # a fence or comment above it
+    for i, line in enumerate(plain[1:], start + 1):  # as changelog_entries reads: no fence, comment, lazy line
         item = line[:2] in ("- ", "* ", "+ ") or line.strip() == "-" or item and not re.match(r"#+( |$)", line)
         if line.strip() and not (re.match(r"#+( |$)|[-*+]( |$)", line) or item and line.startswith(("  ", "\t"))):
-            raise SeriesError(f"forward reads [unreleased] of the target's {changelog} as a list (items, indented "
-                              f"lines, headings); line {number} is not ({line.strip()[:30]!r}): pin a commit whose "
-                              "list it reads")  # fmt: skip
+            odd.append(i)
+    if odd:
+        raise SeriesError(f"forward reads [unreleased] of the target's {changelog} as a list (items, indented lines, "
+                          f"headings) after text with no code or comment; line {odd[0] + 1} is not "
+                          f"({lines[odd[0]].strip()[:30]!r}): pin a commit whose list it reads")  # fmt: skip
 
-    def there(i: int) -> bool:  # every line of it, CRs aside, and no line of its (indented) after it
+    def there(i: int) -> bool:  # every line of it (any bullet), CRs aside, and no line of its (indented) after it
         after = next((line for line in plain[i + size :] if line.strip()), "")
-        return plain[i : i + size] == entry.split("\n") and not after[:1].isspace()
+        lines_at = [plain[i][2:], *plain[i + 1 : i + size]] if plain[i][:2] in ("- ", "* ", "+ ") else []
+        return lines_at == entry[2:].split("\n") and not after[:1].isspace()
 
     if any(map(there, range(len(plain)))):
         return False

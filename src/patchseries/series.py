@@ -34,7 +34,7 @@ _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
 _STATUS_LINE = re.compile(r"(?im)^[ \t]*upstream-status[ \t]*:")  # DEP-3 keys are case-insensitive
 FROM_HEADER = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)  # with its continuation lines
 RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
-WRITER = ".writer"  # a name in RECORD; its "blob": the commit exported (forward: a hash of its checkout's path)
+WRITER = ".writer"  # a name in RECORD; its "blob": a hash of the path of the checkout forward wrote it from
 EXPORT_STAGING = ".patchseries-export-"  # export's fresh folder in the series folder; left there, a switch cut short
 
 

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,18 +81,21 @@ class BaseRecord:  # the pin's base, the series folder and base commit a tree wa
     base: str
     patches: str
     commit: str = ""
-    seen: frozenset[tuple[str, str]] | None = None  # the series it last held (made from, exported); None: unknown
 
     @staticmethod
     def read(repo: Path) -> BaseRecord | None:
         fields = _read_json(path, "base", "patches") if (path := _base_record(repo)) else None
-        seen = frozenset((name, blob) for name, blob in fields["seen"]) if fields and "seen" in fields else None
-        return BaseRecord(fields["base"], fields["patches"], str(fields.get("commit", "")), seen) if fields else None
+        return BaseRecord(fields["base"], fields["patches"], str(fields.get("commit", ""))) if fields else None
 
 
-def hold(repo: Path, series: set[tuple[str, str]]) -> None:  # export wrote ``series`` from the tree ``repo``
-    if (record := BaseRecord.read(repo)) is not None and record.seen is not None and (path := _base_record(repo)):
-        write_file(path, json.dumps({**asdict(record), "seen": sorted(series)}, sort_keys=True) + "\n")
+def held(repo: Path) -> set[tuple[str, str]] | None:  # the series the tree last held (made from, exported), if known
+    fields = _read_json(path) if (path := _base_record(repo)) else None
+    return {(name, blob) for name, blob in fields["seen"]} if isinstance(fields, dict) and "seen" in fields else None
+
+
+def hold(repo: Path, series: set[tuple[str, str]]) -> None:  # export wrote ``series`` from ``repo``: its record now
+    if path := _base_record(repo):  # a tree edit did not make (a clone) gets one, with that key only
+        write_file(path, json.dumps({**(_read_json(path) or {}), "seen": sorted(series)}, sort_keys=True) + "\n")
 
 
 def _base_record(repo: Path) -> Path | None:  # in the common git directory: one for all worktrees of a tree
