@@ -450,6 +450,8 @@ def test_an_entry_that_begins_a_longer_entry_upstream_is_not_there_yet(tmp_path)
         "<!--\n## [0.9]\n- Fixed a crash\n-->\n",  # a section heading in a comment
         "- Fixed a bug\n\n---\n\n- Fixed a crash\n",  # a rule inside the section
         "- Fixed a bug\n--- and more\n",  # a lazy line like a rule
+        "-\n\n  ## [0.9]\n\n- Fixed a crash\n",  # an empty item has no lines: a release heading
+        "- Fixed a bug\n\n* * *\n\n- Fixed a crash\n",  # a rule inside the section
     ],
 )
 def test_an_unreleased_section_forward_cannot_read_as_a_list_is_refused_naming_the_line(tmp_path, upstream):
@@ -462,14 +464,24 @@ def test_an_unreleased_section_forward_cannot_read_as_a_list_is_refused_naming_t
     assert path.read_text() == text
 
 
-def test_a_section_above_the_unreleased_one_in_a_code_block_is_refused(tmp_path):
-    template = "# Changelog\n\nStart from:\n\n```md\n## [unreleased]\n\n### Fixed\n\n-\n```\n\n"
+@pytest.mark.parametrize("opening", ["```md", "<p>", '<div align="center">'])
+def test_a_section_above_the_unreleased_one_in_a_code_block_or_html_is_refused(tmp_path, opening):
+    template = f"# Changelog\n\nStart from:\n\n{opening}\n## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n```\n\n"
     path = _changelog(tmp_path, text := f"{template}## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n")
 
-    with pytest.raises(SeriesError, match=r"line 5 is not \('```md'\)"):
+    with pytest.raises(SeriesError, match=rf"line 5 is not \({opening!r}\)"):
         add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
     assert path.read_text() == text
+
+
+@pytest.mark.parametrize("rule", ["---", "- - -", "* * *", "___"])
+def test_an_entry_goes_above_the_rule_that_ends_the_unreleased_section(tmp_path, rule):
+    path = _changelog(tmp_path, f"## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n{rule}\n\n## [1.0]\n")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text().endswith(f"- Fixed a bug\n\n- Fixed a crash\n\n{rule}\n\n## [1.0]\n")
 
 
 def test_an_entry_upstream_has_with_another_bullet_is_there_already(tmp_path):

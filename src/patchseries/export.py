@@ -99,8 +99,7 @@ def export_series(
 
 
 def last_held(tree: Path | None, folder: Path, writer: str = "") -> set[tuple[str, str]]:
-    """What an export from ``tree`` may replace besides git's: what its record says it last held (no record: none);
-    for forward (``writer``: its checkout), what it last wrote there from that checkout."""
+    """What an export may replace besides git's: what ``tree``'s record holds, or forward's last from ``writer``."""
     if not writer:
         return (held_by(tree) if tree is not None else None) or set()
     return last if (series.WRITER, blob_id(writer.encode())) in (last := series.recorded_blobs(folder)) else set()

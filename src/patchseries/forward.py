@@ -192,13 +192,15 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     if (start := next((i for i, line in enumerate(lines) if line.lower().startswith("## [unreleased]")), None)) is None:
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    end = max(i for i in range(start, end) if not re.fullmatch(r"(-{3,})?\s*", lines[i])) + 1  # less the rule
+    rule = r" {0,3}([-*_])( *\1){2,} *"  # a thematic break (`---`, `* * *`): the end of a release's section
+    end = max(i for i in range(start, end) if not re.fullmatch(f"(?:{rule})?\\s*", lines[i])) + 1  # less its rule
     block = [f"{line}{cr}" for line in entry.split("\n")]
     plain, size, item = [line.removesuffix("\r") for line in lines[start:end]], len(block), False
-    odd = [i for i in range(start) if lines[i].lstrip()[:3] in ("```", "~~~", "<!-")]  # a fence or comment above it
+    odd = [i for i in range(start) if lines[i].lstrip()[:1] in ("`", "~", "<")]  # code, a comment or HTML above it
     for i, line in enumerate(plain[1:], start + 1):  # as changelog_entries reads: no fence, comment, lazy line
-        item = line[:2] in ("- ", "* ", "+ ") or line.strip() == "-" or item and not re.match(r"#+( |$)", line)
-        if line.strip() and not (re.match(r"#+( |$)|[-*+]( |$)", line) or item and line.startswith(("  ", "\t"))):
+        item = line[:2] in ("- ", "* ", "+ ") and line.strip() != "-" or item and not re.match(r"#+( |$)|-\s*$", line)
+        fits = re.match(r"#+( |$)|[-*+]( |$)", line) and not re.fullmatch(rule, line)  # a heading or an item
+        if line.strip() and not (fits or item and line.startswith(("  ", "\t"))):
             odd.append(i)
     if odd:
         raise SeriesError(f"forward reads [unreleased] of the target's {changelog} as a list (items, indented lines, "

@@ -164,8 +164,7 @@ def _failed(outcome: TestOutcome) -> Counter[str]:
 
 def _module_of(tree: Path, case: str) -> str:
     """The module under ``tests/`` of a JUnit ``classname::name`` (one that failed to import: ``::dotted.path``)."""
-    classname, _, name = case.partition("::")
-    parts = (classname or name).split(".")
+    parts = (case.partition("::")[0] or case.partition("::")[2]).split(".")  # classname, else name
     paths = ("/".join(parts[:end]) + ".py" for end in range(len(parts), 0, -1))
     modules = (module for path in paths for module in (path, f"tests/{path}") if module.startswith("tests/"))
     return next((module for module in modules if (tree / module).is_file()), "")
