@@ -452,6 +452,8 @@ def test_an_entry_that_begins_a_longer_entry_upstream_is_not_there_yet(tmp_path)
         "- Fixed a bug\n--- and more\n",  # a lazy line like a rule
         "-\n\n  ## [0.9]\n\n- Fixed a crash\n",  # an empty item has no lines: a release heading
         "- Fixed a bug\n\n* * *\n\n- Fixed a crash\n",  # a rule inside the section
+        "-  Fixed a bug\n  ## [0.9]\n\n- Fixed a crash\n",  # indented less than the item's text: a release heading
+        "- Fixed a bug\n\n*\n\n  ## [0.9]\n\n- Fixed a crash\n",  # an empty `*` item has no lines either
     ],
 )
 def test_an_unreleased_section_forward_cannot_read_as_a_list_is_refused_naming_the_line(tmp_path, upstream):
@@ -473,6 +475,16 @@ def test_a_section_above_the_unreleased_one_in_a_code_block_or_html_is_refused(t
         add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
     assert path.read_text() == text
+
+
+def test_a_first_level_heading_ends_the_unreleased_section(tmp_path):
+    path = _changelog(
+        tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n# Archive\n\n### Fixed\n\n- Fixed a crash\n"
+    )
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text().startswith("## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n- Fixed a crash\n\n# Archive")
 
 
 @pytest.mark.parametrize("rule", ["---", "- - -", "* * *", "___"])

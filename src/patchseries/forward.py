@@ -191,16 +191,17 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     lines = text.removesuffix("\n").split("\n")  # only "\n" ends a line (not a CR, nor U+2028); each keeps its CR
     if (start := next((i for i, line in enumerate(lines) if line.lower().startswith("## [unreleased]")), None)) is None:
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    end = next((i for i in range(start + 1, len(lines)) if re.match(r"#{1,2}( |$)", lines[i])), len(lines))  # h1, h2
     rule = r" {0,3}([-*_])( *\1){2,} *"  # a thematic break (`---`, `* * *`): the end of a release's section
     end = max(i for i in range(start, end) if not re.fullmatch(f"(?:{rule})?\\s*", lines[i])) + 1  # less its rule
     block = [f"{line}{cr}" for line in entry.split("\n")]
-    plain, size, item = [line.removesuffix("\r") for line in lines[start:end]], len(block), False
+    plain, size, offset = [line.removesuffix("\r") for line in lines[start:end]], len(block), 0
     odd = [i for i in range(start) if lines[i].lstrip()[:1] in ("`", "~", "<")]  # code, a comment or HTML above it
-    for i, line in enumerate(plain[1:], start + 1):  # as changelog_entries reads: no fence, comment, lazy line
-        item = line[:2] in ("- ", "* ", "+ ") and line.strip() != "-" or item and not re.match(r"#+( |$)|-\s*$", line)
+    for i, line in enumerate(plain[1:], start + 1):  # as changelog_entries (and CommonMark) read lists
+        marker = re.match(r"[-*+](?: {1,4}(?=\S)| |\t)", line)  # an item with text: its lines are indented so far
+        offset = len(marker[0]) if marker else 0 if re.match(r"#+( |$)|[-*+]\s*$", line) else offset
         fits = re.match(r"#+( |$)|[-*+]( |$)", line) and not re.fullmatch(rule, line)  # a heading or an item
-        if line.strip() and not (fits or item and line.startswith(("  ", "\t"))):
+        if line.strip() and not (fits or offset and line.startswith((" " * offset, "\t"))):
             odd.append(i)
     if odd:
         raise SeriesError(f"forward reads [unreleased] of the target's {changelog} as a list (items, indented lines, "

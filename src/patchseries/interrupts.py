@@ -49,9 +49,8 @@ def stage(name: str) -> None:
 
 def write_file(path: Path, text: str) -> None:
     """Replace ``path`` by ``text`` in one rename: an interrupt or a failed write leaves ``path`` as it was."""
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".partial")
-    os.close(fd)
-    staged = Path(name)
+    os.close((made := tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".partial"))[0])  # a name
+    staged = Path(made[1])
     try:
         staged.write_bytes(text.encode())
         staged.chmod(0o644)
