@@ -1361,3 +1361,16 @@ def test_checks_remedy_keeps_an_unlisted_file_at_a_name_the_export_writes(synthe
 
     assert remedy.returncode == 0, f"{fix}\n{remedy.stderr}"
     assert mailed.with_name(f"{mailed.name}.mine").read_text().endswith("mine\n")
+
+
+def test_a_tree_whose_record_an_older_tool_wrote_as_a_map_holds_what_it_lists(synthetic):
+    """The record's first form: ``{"seen": {name: blob}}``; export reads it, then writes the pairs."""
+    record = synthetic.tree / ".git" / "patchseries-base"
+    fields = json.loads(record.read_text())
+    record.write_text(json.dumps({**fields, "seen": dict(fields["seen"])}))
+    commit(synthetic.tree, {CORE: "def answer():\n    return 43\n"}, "Another change\n\nUpstream-Status: Pending")
+
+    exported = synthetic.run("export")
+
+    assert exported.returncode == 0, exported.stderr
+    assert "note:" not in exported.stdout

@@ -305,8 +305,7 @@ def committed_blobs(folder: Path) -> dict[str, str]:  # each file of ``folder`` 
 
 
 def format_patches(repo: Path, commits: str, into: Path) -> list[tuple[str, str]]:  # as export writes: (name, blob)
-    """``git format-patch`` in a fresh repository that borrows ``repo``'s objects: git's defaults, none of ``repo``'s
-    configuration (``diff.context``) or attributes (``* -diff`` would write every hunk as a binary patch)."""
+    """``git format-patch`` in a fresh repository borrowing ``repo``'s objects: none of its settings or attributes."""
     with tempfile.TemporaryDirectory(dir=into) as fresh:
         git("init", "--quiet", "--bare", fresh)
         (Path(fresh) / "objects/info/alternates").write_text(f"{git_path(repo, 'objects').absolute()}\n")  # `:` too

@@ -90,7 +90,8 @@ class BaseRecord:  # the pin's base, the series folder and base commit a tree wa
 
 def held(repo: Path) -> set[tuple[str, str]] | None:  # the series the tree last held (made from, exported), if known
     fields = _read_json(path) if (path := _base_record(repo)) else None
-    return {(name, blob) for name, blob in fields["seen"]} if isinstance(fields, dict) and "seen" in fields else None
+    seen = fields.get("seen") if isinstance(fields, dict) else None  # [name, blob] pairs; an older tool's: a map
+    return None if seen is None else {(name, blob) for name, blob in (seen.items() if isinstance(seen, dict) else seen)}
 
 
 def hold(repo: Path, series: set[tuple[str, str]]) -> None:  # export wrote ``series`` from ``repo``: its record now
