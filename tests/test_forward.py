@@ -439,42 +439,74 @@ def test_an_entry_that_begins_a_longer_entry_upstream_is_not_there_yet(tmp_path)
     assert path.read_text().endswith("- Fixed a crash\n  in `answer()`\n\n- Fixed a crash\n\n## [1.0]\n")
 
 
+def _unreleased_with(tmp_path: Path, upstream: str) -> tuple[Path, str]:
+    text = f"## [unreleased]\n\n### Fixed\n\n{upstream}\n---\n\n## [1.0]\n"
+    return _changelog(tmp_path, text), text
+
+
 @pytest.mark.parametrize(
     "upstream",
     [
         "- Fixed a crash\nin `answer()` (a lazy line)\n",
         "Not taken:\n\n```\n- Fixed a crash\n```\n",  # a code block
         "<!--\n### Fixed\n- Fixed a crash\n-->\n",  # a comment
-        "- Fixed a crash\n> Note: not in save\n",  # a quote after a whole entry
         "- Fixed a bug\n\n ```\n- Fixed a crash\n```\n",  # a fence indented less than an item's lines
         "<!--\n## [0.9]\n- Fixed a crash\n-->\n",  # a section heading in a comment
-        "- Fixed a bug\n\n---\n\n- Fixed a crash\n",  # a rule inside the section
         "- Fixed a bug\n--- and more\n",  # a lazy line like a rule
-        "-\n\n  ## [0.9]\n\n- Fixed a crash\n",  # an empty item has no lines: a release heading
-        "- Fixed a bug\n\n* * *\n\n- Fixed a crash\n",  # a rule inside the section
-        "-  Fixed a bug\n  ## [0.9]\n\n- Fixed a crash\n",  # indented less than the item's text: a release heading
-        "- Fixed a bug\n\n*\n\n  ## [0.9]\n\n- Fixed a crash\n",  # an empty `*` item has no lines either
     ],
 )
-def test_an_unreleased_section_forward_cannot_read_as_a_list_is_refused_naming_the_line(tmp_path, upstream):
-    """A fence, a comment, a paragraph or a lazy line hides whether a line is an entry: forward refuses to guess."""
-    path = _changelog(tmp_path, text := f"## [unreleased]\n\n### Fixed\n\n{upstream}\n---\n\n## [1.0]\n")
+def test_an_entry_upstream_shows_as_code_a_comment_or_part_of_another_item_is_added(tmp_path, upstream):
+    path, text = _unreleased_with(tmp_path, upstream)
 
-    with pytest.raises(SeriesError, match=r"as a list \(items, indented lines, headings\) after .*; line \d+ is not"):
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_bytes().decode() == text.replace(f"{upstream}\n---", f"{upstream}\n- Fixed a crash\n\n---")
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        "- Fixed a crash\n> Note: not in save\n",  # a quote after a whole entry
+        "- Fixed a bug\n\n---\n\n- Fixed a crash\n",  # a rule inside the section
+        "- Fixed a bug\r- Fixed a crash\r",  # a lone CR ends a line for CommonMark (and GitHub)
+    ],
+)
+def test_an_entry_upstream_shows_as_an_item_of_the_unreleased_section_is_there_already(tmp_path, upstream):
+    path, text = _unreleased_with(tmp_path, upstream)
+
+    assert not add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_bytes().decode() == text
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        "-\n\n  ## [0.9]\n\n- Fixed a crash\n",  # the empty item replaced would take the heading in
+        "-  Fixed a bug\n  ## [0.9]\n\n- Fixed a crash\n",  # so would an item after the bug's
+        "```\n- Fixed a bug\n",  # a fence to the end of the file
+        "<!-- note\n- Fixed a bug\n",  # a comment to the end of the file
+    ],
+)
+def test_an_entry_that_would_not_read_as_one_more_item_is_refused_and_nothing_written(tmp_path, upstream):
+    path, text = _unreleased_with(tmp_path, upstream)
+
+    with pytest.raises(SeriesError, match=r"^forward cannot add '- Fixed a crash' to \[unreleased\] of the target's "
+                       r"CHANGELOG.md so that CommonMark reads it as one more item under '### Fixed' and the rest as "
+                       r"before \(line \d+\): pin a commit whose CHANGELOG takes it$"):  # fmt: skip
         add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
-    assert path.read_text() == text
+    assert path.read_bytes().decode() == text
 
 
-@pytest.mark.parametrize("opening", ["```md", "<p>", '<div align="center">'])
-def test_a_section_above_the_unreleased_one_in_a_code_block_or_html_is_refused(tmp_path, opening):
-    template = f"# Changelog\n\nStart from:\n\n{opening}\n## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n```\n\n"
-    path = _changelog(tmp_path, text := f"{template}## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n")
+@pytest.mark.parametrize("above", ["```md\n{}```\n", "<!--\n{}-->\n"])
+def test_an_unreleased_section_in_a_code_block_or_a_comment_above_is_not_the_section(tmp_path, above):
+    example = above.format("## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n")
+    path = _changelog(tmp_path, f"# Changelog\n\n{example}\n## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n")
 
-    with pytest.raises(SeriesError, match=rf"line 5 is not \({opening!r}\)"):
-        add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
-    assert path.read_text() == text
+    assert path.read_text().endswith(f"{example}\n## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n- Fixed a crash\n")
 
 
 def test_a_first_level_heading_ends_the_unreleased_section(tmp_path):

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from patchseries.errors import SeriesError
 from patchseries.export import export_series, scratch_clone
@@ -23,6 +27,7 @@ DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream"
 _DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-[a-z0-9-]+)")  # any case: the release's trailers, not upstream's
 _KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
+_MD = MarkdownIt("commonmark")  # as GitHub reads a CHANGELOG: its tables and task lists hold no heading or item
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -184,50 +189,67 @@ def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]
     return found, others
 
 
-def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
-    """Add ``entry`` at the end of ``heading``'s list in the unreleased section; False if it is there already."""
-    text = (repo / changelog).read_bytes().decode() if (repo / changelog).is_file() else ""
-    cr = "\r" if "\r\n" in text else ""  # the file's line endings: the diff is the entry alone
-    lines = text.removesuffix("\n").split("\n")  # only "\n" ends a line (not a CR, nor U+2028); each keeps its CR
-    if (start := next((i for i, line in enumerate(lines) if line.lower().startswith("## [unreleased]")), None)) is None:
+class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMark (and GitHub) reads it
+    tokens: list[Token]
+    lines: list[str]  # each with its end: "\n", "\r\n" or a lone "\r", as CommonMark ends lines
+    start: int  # its heading's line
+    end: int  # the line after its last block, a closing rule (`---`) less
+    headings: list[tuple[int, str]]  # (line, "### Fixed") of each heading in it
+    items: dict[int, str]  # the lines of each item of a list at its top, by its first line, trailing blank lines less
+
+
+def _unreleased(text: str, changelog: str) -> _Unreleased:
+    tokens, lines = _MD.parse(text), re.findall(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$", text)
+    heads = [(t.map[0], t.tag, i.content) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map]
+    if not (ours := [at for at, tag, title in heads if tag == "h2" and title.lower().startswith("[unreleased]")]):
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
-    end = next((i for i in range(start + 1, len(lines)) if re.match(r"#{1,2}( |$)", lines[i])), len(lines))  # h1, h2
-    rule = r" {0,3}([-*_])( *\1){2,} *"  # a thematic break (`---`, `* * *`): the end of a release's section
-    end = max(i for i in range(start, end) if not re.fullmatch(f"(?:{rule})?\\s*", lines[i])) + 1  # less its rule
-    block = [f"{line}{cr}" for line in entry.split("\n")]
-    plain, size, offset = [line.removesuffix("\r") for line in lines[start:end]], len(block), 0
-    odd = [i for i in range(start) if lines[i].lstrip()[:1] in ("`", "~", "<")]  # code, a comment or HTML above it
-    for i, line in enumerate(plain[1:], start + 1):  # as changelog_entries (and CommonMark) read lists
-        marker = re.match(r"[-*+](?: {1,4}(?=\S)| |\t)", line)  # an item with text: its lines are indented so far
-        offset = len(marker[0]) if marker else 0 if re.match(r"#+( |$)|[-*+]\s*$", line) else offset
-        fits = re.match(r"#+( |$)|[-*+]( |$)", line) and not re.fullmatch(rule, line)  # a heading or an item
-        if line.strip() and not (fits or offset and line.startswith((" " * offset, "\t"))):
-            odd.append(i)
-    if odd:
-        raise SeriesError(f"forward reads [unreleased] of the target's {changelog} as a list (items, indented lines, "
-                          f"headings) after text with no code or comment; line {odd[0] + 1} is not "
-                          f"({lines[odd[0]].strip()[:30]!r}): pin a commit whose list it reads")  # fmt: skip
+    end = next((at for at, tag, _ in heads if at > ours[0] and tag in ("h1", "h2")), len(lines))
+    blocks = [(t.type, t.map[0]) for t in tokens if t.map and not t.level and ours[0] < t.map[0] < end]
+    while blocks and blocks[-1][0] == "hr":
+        end = blocks.pop()[1]
+    plain = "\n".join(line.rstrip("\r\n") for line in lines).split("\n")
+    items = {t.map[0]: re.sub(r"(\n[ \t]*)+$", "", "\n".join(plain[t.map[0] : t.map[1]])) for t in tokens
+             if t.type == "list_item_open" and t.level == 1 and t.map and ours[0] < t.map[0] < end}  # fmt: skip
+    headings = [(at, f"{'#' * int(tag[1])} {title}") for at, tag, title in heads if ours[0] < at < end]
+    return _Unreleased(tokens, lines, ours[0], end, headings, items)
 
-    def there(i: int) -> bool:  # every line of it (any bullet), CRs aside, and no line of its (indented) after it
-        after = next((line for line in plain[i + size :] if line.strip()), "")
-        lines_at = [plain[i][2:], *plain[i + 1 : i + size]] if plain[i][:2] in ("- ", "* ", "+ ") else []
-        return lines_at == entry[2:].split("\n") and not after[:1].isspace()
 
-    if any(map(there, range(len(plain)))):
+def _shape(tokens: list[Token], skip: range) -> list[tuple[str, ...]]:  # what reads, less the blocks opened in skip
+    shape: list[tuple[str, ...]] = []
+    depth = 0
+    for token in tokens:
+        if depth or token.map and token.map[0] in skip:
+            depth += token.nesting
+        else:
+            shape.append((token.type, token.tag, token.content, token.markup, token.info))
+    return shape
+
+
+def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
+    """Add ``entry`` at the end of ``heading``'s list in the unreleased section; False if it is there already (any
+    bullet). Checked as CommonMark reads it: the new text reads as the old one and ``entry``, an item of ``heading``."""
+    text = (repo / changelog).read_bytes().decode() if (repo / changelog).is_file() else ""
+    old, wanted = _unreleased(text, changelog), re.sub(r"\r\n?", "\n", entry)  # a CR ends a line for CommonMark
+    if any(item[:1] in "-*+" and item[1:] == wanted[1:] for item in old.items.values()):
         return False
-    headings = [i for i in range(start + 1, end) if lines[i].startswith("### ")]
-    mine = next((i for i in headings if lines[i].strip() == heading), None)
-    if mine is None:  # a new heading, before the first heading that follows it in Keep a Changelog's order
-        later = _HEADINGS[_HEADINGS.index(heading) + 1 :] if heading in _HEADINGS else ()
-        first, stop = start, next((i for i in headings if lines[i].strip() in later), end)
-        block = [f"{heading}{cr}", cr, *block]
-    else:
-        first, stop = mine, next((i for i in headings if i > mine), end)
-    texts = [i for i in range(first + 1, stop) if lines[i].strip()]
-    if mine is not None and [lines[i].strip() for i in texts] == ["-"]:
-        lines[texts[0] : texts[0] + 1] = block
-    else:
-        at = (texts[-1] if texts else first) + 1
-        lines[at:at] = [cr, *block]
-    (repo / changelog).write_bytes(("\n".join(lines) + "\n" * text.endswith("\n")).encode())  # a last one as it was
+    mine = next((at for at, title in old.headings if title == heading), None)
+    later = _HEADINGS[_HEADINGS.index(heading) + 1 :] if heading in _HEADINGS else ()  # Keep a Changelog's order
+    ends = [at for at, title in old.headings if (title in later if mine is None else at > mine)]  # where its list ends
+    first, block = (old.start, [heading, "", entry]) if mine is None else (mine, [entry])  # a new heading, or not
+    texts = [i for i in range(first + 1, min(ends, default=old.end)) if old.lines[i].strip(" \t\r\n")]
+    empty = mine is not None and [old.lines[i].strip(" \t\r\n") for i in texts] == ["-"]  # upstream's placeholder
+    at, added = texts[0] if empty else (texts[-1] if texts else first) + 1, "\n".join(["", *block][empty:]).split("\n")
+    lines, eol = old.lines.copy(), (re.search(r"\r\n?|\n", text) or ["\n"])[0]  # in the file's line ends
+    lines[-1:] = [line if line.endswith(("\n", "\r")) else f"{line}{eol}" for line in lines[-1:]]
+    lines[at : at + empty] = [f"{line}{eol}" for line in added]
+    written = "".join(lines) if text.endswith(("\n", "\r")) else "".join(lines).removesuffix(eol)
+    new = _unreleased(written, changelog)
+    span = len(new.lines) - len(old.lines) + empty  # the lines added, as CommonMark ends them
+    bullet = at + span - wanted.count("\n") - 1
+    if new.items.get(bullet) != wanted or [h for line, h in new.headings if line < bullet][-1:] != [heading] or _shape(
+        new.tokens, range(at, at + span)) != _shape(old.tokens, range(at, at + empty)):  # fmt: skip
+        raise SeriesError(f"forward cannot add {entry.partition(chr(10))[0][:40]!r} to [unreleased] of the target's "
+                          f"{changelog} so that CommonMark reads it as one more item under {heading!r} and the rest "
+                          f"as before (line {at + 1}): pin a commit whose CHANGELOG takes it")  # fmt: skip
+    (repo / changelog).write_bytes(written.encode())
     return True
