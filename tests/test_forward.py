@@ -499,6 +499,51 @@ def test_an_entry_that_would_not_read_as_one_more_item_is_refused_and_nothing_wr
     assert path.read_bytes().decode() == text
 
 
+@pytest.mark.parametrize(
+    ("above", "inside"),
+    [
+        ("> ## [Unreleased]\n> ### Fixed\n> - Fixed a thing\n\n", ""),  # a template in a quote above the section
+        ("- ## [Unreleased]\n\n", ""),  # in a list above it
+        ("", "- ### Fixed\n  Fixes go under the heading below.\n\n"),  # a reminder in an item inside it
+        ("", "> ### Fixed\n> Fixes go under the heading below.\n\n"),  # in a quote inside it
+    ],
+)
+def test_a_heading_in_a_quote_or_an_item_is_neither_the_section_nor_its_heading(tmp_path, above, inside):
+    path = _changelog(tmp_path, f"# Changelog\n\n{above}## [unreleased]\n\n{inside}### Fixed\n\n- Fixed a bug\n")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text().endswith(f"\n## [unreleased]\n\n{inside}### Fixed\n\n- Fixed a bug\n\n- Fixed a crash\n")
+
+
+def test_an_entry_under_a_quoted_second_level_heading_is_still_in_the_section(tmp_path):
+    path = _changelog(
+        tmp_path, text := "## [unreleased]\n\n> ## Note\n> See the guide.\n\n### Fixed\n\n- Fixed a crash\n"
+    )
+
+    assert not add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text() == text
+
+
+def test_an_entry_that_defines_a_link_upstream_uses_is_refused(tmp_path):
+    """A link reference definition in an item holds for the whole file: upstream's headings would link elsewhere."""
+    path = _changelog(tmp_path, text := "## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n## [1.0]\n\n[1.0]: /v1\n")
+
+    with pytest.raises(SeriesError, match="^forward cannot add '- \\[1.0\\]: /evil' to"):
+        add_entry(tmp_path, path.name, "### Fixed", "- [1.0]: /evil")
+
+    assert path.read_text() == text
+
+
+def test_only_an_empty_item_is_a_placeholder_to_replace(tmp_path):
+    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n    -\n\n## [1.0]\n")  # a code block, not an item
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text() == "## [unreleased]\n\n### Fixed\n\n    -\n\n- Fixed a crash\n\n## [1.0]\n"
+
+
 @pytest.mark.parametrize("above", ["```md\n{}```\n", "<!--\n{}-->\n"])
 def test_an_unreleased_section_in_a_code_block_or_a_comment_above_is_not_the_section(tmp_path, above):
     example = above.format("## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n")

@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -196,11 +196,15 @@ class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMar
     end: int  # the line after its last block, a closing rule (`---`) less
     headings: list[tuple[int, str]]  # (line, "### Fixed") of each heading in it
     items: dict[int, str]  # the lines of each item of a list at its top, by its first line, trailing blank lines less
+    links: list[tuple[str, str, str]]  # its link reference definitions (kept out of its tokens): label, URL, title
 
 
 def _unreleased(text: str, changelog: str) -> _Unreleased:
-    tokens, lines = _MD.parse(text), re.findall(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$", text)
-    heads = [(t.map[0], t.tag, i.content) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map]
+    env: dict[str, Any] = {}  # where the parser keeps the link reference definitions
+    tokens, lines = _MD.parse(text, env), re.findall(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$", text)
+    heads = [
+        (t.map[0], t.tag, i.content) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map and not t.level
+    ]
     if not (ours := [at for at, tag, title in heads if tag == "h2" and title.lower().startswith("[unreleased]")]):
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
     end = next((at for at, tag, _ in heads if at > ours[0] and tag in ("h1", "h2")), len(lines))
@@ -211,7 +215,8 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
     items = {t.map[0]: re.sub(r"(\n[ \t]*)+$", "", "\n".join(plain[t.map[0] : t.map[1]])) for t in tokens
              if t.type == "list_item_open" and t.level == 1 and t.map and ours[0] < t.map[0] < end}  # fmt: skip
     headings = [(at, f"{'#' * int(tag[1])} {title}") for at, tag, title in heads if ours[0] < at < end]
-    return _Unreleased(tokens, lines, ours[0], end, headings, items)
+    links = [(label, link["href"], link["title"]) for label, link in env.get("references", {}).items()]
+    return _Unreleased(tokens, lines, ours[0], end, headings, items, links)
 
 
 def _shape(tokens: list[Token], skip: range) -> list[tuple[str, ...]]:  # what reads, less the blocks opened in skip
@@ -237,7 +242,7 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     ends = [at for at, title in old.headings if (title in later if mine is None else at > mine)]  # where its list ends
     first, block = (old.start, [heading, "", entry]) if mine is None else (mine, [entry])  # a new heading, or not
     texts = [i for i in range(first + 1, min(ends, default=old.end)) if old.lines[i].strip(" \t\r\n")]
-    empty = mine is not None and [old.lines[i].strip(" \t\r\n") for i in texts] == ["-"]  # upstream's placeholder
+    empty = mine is not None and [old.items.get(i, "").strip(" \t") for i in texts] == ["-"]  # upstream's placeholder
     at, added = texts[0] if empty else (texts[-1] if texts else first) + 1, "\n".join(["", *block][empty:]).split("\n")
     lines, eol = old.lines.copy(), (re.search(r"\r\n?|\n", text) or ["\n"])[0]  # in the file's line ends
     lines[-1:] = [line if line.endswith(("\n", "\r")) else f"{line}{eol}" for line in lines[-1:]]
@@ -246,8 +251,9 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     new = _unreleased(written, changelog)
     span = len(new.lines) - len(old.lines) + empty  # the lines added, as CommonMark ends them
     bullet = at + span - wanted.count("\n") - 1
-    if new.items.get(bullet) != wanted or [h for line, h in new.headings if line < bullet][-1:] != [heading] or _shape(
-        new.tokens, range(at, at + span)) != _shape(old.tokens, range(at, at + empty)):  # fmt: skip
+    under = [h for line, h in new.headings if line < bullet][-1:] == [heading]
+    same = _shape(new.tokens, range(at, at + span)) == _shape(old.tokens, range(at, at + empty))
+    if new.items.get(bullet) != wanted or not under or not same or new.links != old.links:
         raise SeriesError(f"forward cannot add {entry.partition(chr(10))[0][:40]!r} to [unreleased] of the target's "
                           f"{changelog} so that CommonMark reads it as one more item under {heading!r} and the rest "
                           f"as before (line {at + 1}): pin a commit whose CHANGELOG takes it")  # fmt: skip
