@@ -516,6 +516,34 @@ def test_a_heading_in_a_quote_or_an_item_is_neither_the_section_nor_its_heading(
     assert path.read_text().endswith(f"\n## [unreleased]\n\n{inside}### Fixed\n\n- Fixed a bug\n\n- Fixed a crash\n")
 
 
+@pytest.mark.parametrize(
+    "shown",  # each shows "[unreleased]" (the last, a link, in brackets as it is written), as GitHub renders it
+    [
+        "\\[unreleased]",
+        "&#91;unreleased]",
+        '<a name="unreleased"></a>[unreleased]',
+        "*[Unreleased]*",
+        "[Unreleased](/u)",
+    ],
+)
+def test_the_unreleased_heading_is_the_first_that_shows_so_whatever_its_source(tmp_path, shown):
+    stale = "## [unreleased] - left over\n\n### Fixed\n\n- Fixed a crash\n"
+    path = _changelog(tmp_path, f"\ufeff# Changelog\n\n## {shown} - YYYY\n\n### Fixed\n\n- Fixed a bug\n\n{stale}")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text().endswith(f"- Fixed a bug\n\n- Fixed a crash\n\n{stale}")
+
+
+def test_lines_added_after_an_lf_line_end_in_lf_though_the_first_ends_in_a_lone_cr(tmp_path):
+    path = tmp_path / "CHANGELOG.md"
+    path.write_bytes(b"## [unreleased]\r\n### Fixed\n\n- Fixed a bug\n\n## [1.0]\n")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_bytes() == b"## [unreleased]\r\n### Fixed\n\n- Fixed a bug\n\n- Fixed a crash\n\n## [1.0]\n"
+
+
 def test_an_entry_under_a_quoted_second_level_heading_is_still_in_the_section(tmp_path):
     path = _changelog(
         tmp_path, text := "## [unreleased]\n\n> ## Note\n> See the guide.\n\n### Fixed\n\n- Fixed a crash\n"

@@ -201,9 +201,9 @@ class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMar
 
 def _unreleased(text: str, changelog: str) -> _Unreleased:
     env: dict[str, Any] = {}  # where the parser keeps the link reference definitions
-    tokens, lines = _MD.parse(text, env), re.findall(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$", text)
+    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env), re.findall(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$", text)
     heads = [
-        (t.map[0], t.tag, i.content) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map and not t.level
+        (t.map[0], t.tag, _title(i)) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map and not t.level
     ]
     if not (ours := [at for at, tag, title in heads if tag == "h2" and title.lower().startswith("[unreleased]")]):
         raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
@@ -217,6 +217,11 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
     headings = [(at, f"{'#' * int(tag[1])} {title}") for at, tag, title in heads if ours[0] < at < end]
     links = [(label, link["href"], link["title"]) for label, link in env.get("references", {}).items()]
     return _Unreleased(tokens, lines, ours[0], end, headings, items, links)
+
+
+def _title(inline: Token) -> str:  # a heading as shown, not its source; a link's text in brackets, as it is written
+    shown = {"link_open": "[", "link_close": "]", "softbreak": " "}
+    return "".join(shown.get(c.type, c.content * (c.type in ("text", "code_inline"))) for c in inline.children or [])
 
 
 def _shape(tokens: list[Token], skip: range) -> list[tuple[str, ...]]:  # what reads, less the blocks opened in skip
@@ -244,7 +249,8 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     texts = [i for i in range(first + 1, min(ends, default=old.end)) if old.lines[i].strip(" \t\r\n")]
     empty = mine is not None and [old.items.get(i, "").strip(" \t") for i in texts] == ["-"]  # upstream's placeholder
     at, added = texts[0] if empty else (texts[-1] if texts else first) + 1, "\n".join(["", *block][empty:]).split("\n")
-    lines, eol = old.lines.copy(), (re.search(r"\r\n?|\n", text) or ["\n"])[0]  # in the file's line ends
+    lines = old.lines.copy()
+    eol = (re.findall(r"\r\n?|\n", "".join(lines[:at])) or ["\n"])[-1]  # the last before it: its CR meets no LF
     lines[-1:] = [line if line.endswith(("\n", "\r")) else f"{line}{eol}" for line in lines[-1:]]
     lines[at : at + empty] = [f"{line}{eol}" for line in added]
     written = "".join(lines) if text.endswith(("\n", "\r")) else "".join(lines).removesuffix(eol)
