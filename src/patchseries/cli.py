@@ -120,9 +120,8 @@ def _workspace(args: argparse.Namespace) -> Workspace:
             raise SeriesError(f"--checkout {args.checkout} is not a git checkout")
         args.checkout = args.checkout.resolve()
     if command in ("export", "forward"):
-        given_as, args.author = (
-            ("--author", args.author) if args.author else (export.AUTHOR_ENV, os.environ.get(export.AUTHOR_ENV))
-        )
+        given_as = "--author" if args.author else export.AUTHOR_ENV
+        args.author = args.author or os.environ.get(export.AUTHOR_ENV)
         if args.author:
             export.parse_identity(args.author, given_as=given_as)
     ws = Workspace.default(patches=args.patches, workdir=args.workdir)
