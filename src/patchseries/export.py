@@ -139,8 +139,7 @@ def _switch(folder: Path, staging: Path, written: list[str], removed: list[str])
     for name in (name for name in [*written, *removed] if (folder / name).is_file()):
         os.link(folder / name, old / name)
     # meanwhile the record names the old and the new files: a run killed halfway leaves none of them "yours"
-    both = [record.read_bytes() for record in (folder / RECORD, staging / RECORD) if record.is_file()]
-    (staging / "both").write_bytes(b"".join(both))
+    (staging / "both").write_bytes(b"".join(r.read_bytes() for r in (folder / RECORD, staging / RECORD) if r.is_file()))
     os.replace(staging / "both", folder / RECORD)
     try:
         for name in written:
