@@ -162,8 +162,7 @@ def parse_patch(path: Path) -> Patch:
         raise SeriesError(f"{path.name}: git am reads other changes than its text shows (an encoded mail, an "
                           "attachment); write it as git format-patch does")  # fmt: skip
     if (check := git("apply", "--numstat", path, check=False)).returncode != 0:
-        reason = (check.stderr.strip().splitlines() or ["unreadable diff"])[-1]
-        raise SeriesError(f"{path.name} is malformed: {reason}")
+        raise SeriesError(f"{path.name} is malformed: {(check.stderr.strip().splitlines() or ['unreadable diff'])[-1]}")
     return Patch(path, re.sub(r"^\[[^\]]*\] ", "", str(subject)), tuple(changes), mails[1])  # subject less [PATCH]
 
 
