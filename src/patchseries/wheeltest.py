@@ -18,7 +18,6 @@ from patchseries.errors import SeriesError
 from patchseries.job import RUNIF, is_test_module, source_files
 from patchseries.paths import Workspace
 from patchseries.progress import Log
-from patchseries.release import PackageMapping, WheelPin, replace_imports
 from patchseries.runner import run_tests
 from patchseries.series import Patch
 from patchseries.trees import resolve_source, tool_tree
@@ -37,7 +36,7 @@ def find_wheel(dist: Path, package: str, local_version: str, rebuild: str) -> Pa
     return found[-1]
 
 
-def check_installed(series: Path, changed: list[str], mapping: PackageMapping,
+def check_installed(series: Path, changed: list[str], mapping: release.PackageMapping,
                     site_packages: Path) -> tuple[bool, list[str]]:  # fmt: skip
     """Whether each file the series changes in the package (at least one) is installed as its wheel has it; a report."""
     files = {target.removeprefix("src/"): mapping.read(series / path, path)
@@ -51,7 +50,7 @@ def check_installed(series: Path, changed: list[str], mapping: PackageMapping,
 
 
 def run_wheel_test(
-    ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], package: str, torch: str, dist: Path, log: Log,
+    ws: Workspace, wheel_pin: release.WheelPin, patches: list[Patch], package: str, torch: str, dist: Path, log: Log,
     rebuild: str, installer: str = "auto", pytest_args: tuple[str, ...] = (),
 ) -> tuple[int, str]:  # fmt: skip
     """Install ``package``'s wheel with ``torch`` in a fresh environment and test it: exit status and summary."""
@@ -104,7 +103,7 @@ def run_wheel_test(
     ])  # fmt: skip
 
 
-def _write_suite(source: Path, root: Path, suites: list[str], mapping: PackageMapping) -> list[str]:
+def _write_suite(source: Path, root: Path, suites: list[str], mapping: release.PackageMapping) -> list[str]:
     """The acceptance suite of ``suites`` in ``root/tests``, mapped, with RunIf and markers; its test modules."""
     files = [r for r in source_files(source) if r.split("/", 1)[0] in suites]
     written = [(root / "tests" / r, (source / r).read_text(errors="surrogateescape")) for r in files]
@@ -113,7 +112,7 @@ def _write_suite(source: Path, root: Path, suites: list[str], mapping: PackageMa
         written.append((root / "tests" / suite / "helpers" / "runif.py", RUNIF.format(suite=suite, package=package)))
     for path, text in written:
         path.parent.mkdir(parents=True, exist_ok=True)
-        mapped = "".join(replace_imports(text.splitlines(keepends=True), mapping.imports))
+        mapped = "".join(release.replace_imports(text.splitlines(keepends=True), mapping.imports))
         path.write_text(mapped, errors="surrogateescape")
         for folder in path.parents[: len(path.relative_to(root / "tests").parts) - 1]:  # package markers, as upstream
             (folder / "__init__.py").touch()
