@@ -3,13 +3,12 @@ directory (``patchseries.lock`` names the run), a series or ``dist`` folder; the
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
 from patchseries.errors import SeriesError
@@ -83,7 +82,7 @@ def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Itera
 
 
 def _empty(scratch: Path) -> None:  # best effort; a link there is removed, never followed
-    with contextlib.suppress(OSError):
+    with suppress(OSError):
         shutil.rmtree(scratch) if scratch.is_dir() and not scratch.is_symlink() else scratch.unlink(missing_ok=True)
 
 
