@@ -23,7 +23,7 @@ SCRATCH = "patchseries-tmp"  # a name no person gives a folder: the lock's holde
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def _plain(what: str, value: str) -> str:
+def name_option(value: str, what: str = "name") -> str:
     # blank: silently the current directory; a control character (a newline): no one-line error or printed command
     if not value.strip() or _CONTROL.search(value):
         raise argparse.ArgumentTypeError(f"needs a {what}, not {value!r} (blank, or with a control character)")
@@ -31,11 +31,7 @@ def _plain(what: str, value: str) -> str:
 
 
 def path_option(value: str) -> Path:
-    return Path(_plain("path", value))
-
-
-def name_option(value: str) -> str:
-    return _plain("name", value)
+    return Path(name_option(value, "path"))
 
 
 def project_root() -> Path | None:
