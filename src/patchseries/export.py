@@ -13,7 +13,7 @@ from pathlib import Path
 
 from patchseries import series
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, git, out, uncommitted_files, worktrees
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, commit_of, git, out, uncommitted_files, worktrees
 from patchseries.interrupts import stage
 from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
@@ -39,9 +39,9 @@ def export_series(
     label, base_label = branch.removeprefix("refs/heads/"), base.removeprefix("refs/heads/")  # as git names them
     if git("check-ref-format", branch, check=False).returncode != 0:
         raise SeriesError(f"--branch {label!r} is not a branch name; pass the name of a branch of {repo}")
-    if not _commit(repo, branch):
+    if not commit_of(repo, branch):
         raise SeriesError(f"{repo} has no branch {label!r}; make a tree with `{edit}`, or pass --branch")
-    if not _commit(repo, base):
+    if not commit_of(repo, base):
         raise SeriesError(f"{repo} has no branch {base_label!r} to export the series against; export from a tree that "
                           f"`{edit}` made (its branch base is the pinned release)")  # fmt: skip
     if not _is_ancestor(repo, base, branch):
@@ -62,7 +62,7 @@ def export_series(
     patches_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=EXPORT_STAGING, dir=patches_dir) as made:
         staging = Path(made)
-        source, commits = (repo, f"{_commit(repo, base)}..{_commit(repo, branch)}")  # read once: a branch may move
+        source, commits = (repo, f"{commit_of(repo, base)}..{commit_of(repo, branch)}")  # read once: a branch may move
         if author is not None:
             source, commits = _authored(repo, base, branch, author, staging / "authored")
         written = dict(series.format_patches(source, commits, staging))  # name: blob id; the series file last
@@ -173,7 +173,7 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str, branch: 
     """Refuse to export ``repo`` into a series of another base (by ``edit``'s record, else by its branch ``base``)."""
     record = BaseRecord.read(repo)
     refuse_operation_in_progress(repo)  # a stopped rebase first: the base check would name another remedy
-    if not (commit := _commit(repo, BASE_REF)):
+    if not (commit := commit_of(repo, BASE_REF)):
         return  # no branch base: export_series says so
     if record is not None and record.commit not in ("", commit):  # a commit on base would be in no patch
         raise SeriesError(f"the branch base of {repo} moved since the tool made the tree ({record.commit[:12]} -> "
@@ -187,7 +187,7 @@ def refuse_another_base(repo: Path, pin: Pin, ws: Workspace, edit: str, branch: 
         other = Path(record.patches) != ws.patches and "--force-base" not in record.base  # it has no series to go to
         remedy = f"export it into that series ({ws.command_on(record.patches, 'export', '--tree', repo)})" * other
     else:
-        if commit in (pin.commit or pin.base_commit, _commit(repo, f"refs/tags/{pin.tag}") if pin.tag else ""):
+        if commit in (pin.commit or pin.base_commit, commit_of(repo, f"refs/tags/{pin.tag}") if pin.tag else ""):
             return
         where = f"commit {commit[:12]}"
         remedy = f"export it into the series of its base (--patches DIR), or tag its base if it is {pin.where}"
@@ -275,10 +275,6 @@ def is_placeholder(identity: str) -> bool:  # whether an address is in the reser
     return "@" in identity and (domain == "invalid" or domain.endswith(".invalid"))
 
 
-def _commit(repo: Path, revision: str) -> str:  # the commit ``revision`` names in ``repo``, or ""
-    return git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False).stdout.strip()
-
-
 @contextmanager
 def scratch_clone(repo: Path, commit: str, scratch: Path) -> Iterator[Path]:
     """A clone of ``repo`` (objects shared) at ``commit`` in a fresh folder of ``scratch``, which the lock empties."""
@@ -316,7 +312,7 @@ def drift_report(
     base: str = BASE_REF, reexport: str = tool_command("export"), held: set[tuple[str, str]] | None = None,
 ) -> DriftReport:  # fmt: skip
     """The patches against a fresh export of them; then ``reexport``, copying what its export (``held``) refuses."""
-    if not (base_commit := _commit(base_repo, base)):
+    if not (base_commit := commit_of(base_repo, base)):
         raise SeriesError(f"{base_repo} has no {base!r} to check the series against; {fetch_advice(base_repo)}, re-run")
     report = DriftReport()
     with scratch_clone(base_repo, base_commit, scratch) as work:

@@ -14,7 +14,7 @@ from markdown_it.token import Token
 
 from patchseries.errors import SeriesError
 from patchseries.export import export_series, scratch_clone
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, failure_cause, git, git_path, out
+from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, commit_of, failure_cause, git, git_path, out
 from patchseries.interrupts import stage
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
@@ -67,9 +67,9 @@ def forward_series(
 
 
 def _commit(repo: Path, ref: str, what: str) -> str:
-    if (proc := git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=repo, check=False)).returncode != 0:
+    if not (commit := commit_of(repo, ref)):
         raise SeriesError(f"{repo} lacks {what} {ref!r}; {fetch_advice(repo)} and re-run")
-    return proc.stdout.strip()
+    return commit
 
 
 def _try(repo: Path, patch: Patch) -> Outcome:

@@ -93,6 +93,10 @@ def worktrees(repo: Path) -> list[Path]:
     return [path.resolve() for path in paths] or [repo.resolve()]
 
 
+def commit_of(repo: Path, revision: str) -> str:  # the commit ``revision`` names in ``repo``, or ""
+    return git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", cwd=repo, check=False).stdout.strip()
+
+
 def has_path(repo: Path, path: str, ref: str = "HEAD") -> bool:
     return git("cat-file", "-e", f"{ref}:{path}", cwd=repo, check=False).returncode == 0
 

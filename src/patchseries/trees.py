@@ -139,11 +139,10 @@ def _checked_checkout(pin: Pin, checkout: Path, force_base: bool) -> tuple[Path,
         raise SeriesError(f"--checkout {checkout} is not a git checkout")
     if gitcmd.uncommitted_files(checkout):
         raise SeriesError(f"--checkout {checkout} has uncommitted changes; commit or stash them first")
-    if not (head := git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=checkout, check=False).stdout.strip()):
+    if not (head := gitcmd.commit_of(checkout, "HEAD")):
         need = f"the commit {pin.commit[:12]}" if pin.commit else f"the tag {pin.tag}"
         raise SeriesError(f"--checkout {checkout} has no commits; pass a clone of upstream that has {need}")
-    wanted = pin.commit or git("rev-parse", "--verify", "--quiet", f"refs/tags/{pin.tag}^{{commit}}", cwd=checkout,
-                               check=False).stdout.strip()  # fmt: skip
+    wanted = pin.commit or gitcmd.commit_of(checkout, f"refs/tags/{pin.tag}")
     if force_base:
         return checkout, head, head != wanted
     if pin.commit:  # a series against an upstream commit: that commit of the clone, wherever HEAD is
