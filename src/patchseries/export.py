@@ -359,11 +359,10 @@ def _differences(patches: list[Patch], applied: list[Patch], patches_dir: Path, 
         if not has_crlf(patch.path) and _comparable(old, left_out) != _comparable(now, left_out):  # CRLF: said once
             problems.append(f"{patch.name} differs from a fresh export")
     text = (patches_dir / "series").read_bytes().decode()  # as it is: read_text() would turn CRLF into LF
-    numbered = [f"{i:04d}-" for i in range(1, len(patches) + 1)]
     listed = series.SERIES_HEADER + "".join(f"{p.name}\n" for p in patches)
     if "\r" in text:
         problems.append(series.crlf_problem(patches_dir / "series", name="series file"))
-    elif [p.name[:5] for p in patches] != numbered or text != listed:
+    elif [p.name[:5] for p in patches] != [f"{i:04d}-" for i in range(1, len(patches) + 1)] or text != listed:
         problems.append("series file or patch numbers differ from what export writes")
     return problems
 
