@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -169,7 +168,7 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
                 with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, sdist.open("xb") as sink:
                     shutil.copyfileobj(response, sink)
                     stage("fetch-download")
-            except (urllib.error.URLError, OSError) as exc:
+            except OSError as exc:  # urllib.error.URLError is one
                 raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
         digest, mismatch = hashlib.sha256(sdist.read_bytes()).hexdigest(), f"sha256 mismatch for {pin.sdist_filename}"
         if digest != pin.sdist_sha256 and sdist != target:
