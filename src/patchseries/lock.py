@@ -8,7 +8,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from patchseries.errors import SeriesError
@@ -22,9 +22,16 @@ _WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs",
 class Lock:  # the flock of the folder or lock file path; a second holder is refused with refusal(its lock file)
     held: set[Path] = set()  # folders this process holds: held again, not refused (`forward --to` the one it reads)
 
-    def __init__(self, path: Path, refusal: Callable[[str], str], *, file: bool = False) -> None:
-        self.path, self.refusal, self.file = path, refusal, file
+    def __init__(self, path: Path, refusal: Callable[[str], str], *, file: bool = False, make: bool = False) -> None:
+        self.path, self.refusal, self.file, self.make = path, refusal, file, make
         self.fd: int | None = None
+
+    def __enter__(self) -> Lock:  # held for the with block: acquired with ``make``, released however it ends
+        self.acquire(self.make)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
     def acquire(self, make: bool = False) -> None:
         """Hold the lock; ``make``: make the folder first, else a missing folder is not locked (yet)."""
@@ -55,22 +62,12 @@ class Lock:  # the flock of the folder or lock file path; a second holder is ref
 
 
 @contextmanager
-def hold(path: Path, refusal: Callable[[str], str], *, file: bool = False, make: bool = False) -> Iterator[Lock]:
-    lock = Lock(path, refusal, file=file)
-    try:
-        lock.acquire(make)
-        yield lock
-    finally:
-        lock.release()
-
-
-@contextmanager
 def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Iterator[None]:
     """Hold the work directory's lock, naming the run; its holder owns the scratch folder, emptied on both ends."""
     _refuse_unless_ignored(workdir, given_as)
     path = workdir / LOCK_NAME
     refusal = "another patchseries run ({}) holds {}; wait for it to end and re-run, or pass another --workdir"
-    with hold(path, lambda holder: refusal.format(holder or "pid unknown", path), file=True, make=True) as lock:
+    with Lock(path, lambda holder: refusal.format(holder or "pid unknown", path), file=True, make=True) as lock:
         assert lock.fd is not None
         os.ftruncate(lock.fd, 0)
         os.write(lock.fd, f"pid {os.getpid()}: {what}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
@@ -86,9 +83,9 @@ def _empty(scratch: Path) -> None:  # best effort; a link there is removed, neve
         shutil.rmtree(scratch) if scratch.is_dir() and not scratch.is_symlink() else scratch.unlink(missing_ok=True)
 
 
-def series_lock(folder: Path) -> AbstractContextManager[Lock]:
+def series_lock(folder: Path) -> Lock:
     refusal = f"another patchseries export or forward is writing {folder}; wait for it to end and re-run"
-    return hold(folder, lambda _: refusal)
+    return Lock(folder, lambda _: refusal)
 
 
 def _refuse_unless_ignored(workdir: Path, given_as: str) -> None:

@@ -20,7 +20,7 @@ from packaging.version import Version
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git, out
 from patchseries.interrupts import stage
-from patchseries.lock import Lock, hold
+from patchseries.lock import Lock
 from patchseries.paths import Workspace, kept_path, shell
 from patchseries.pin import Pin, Standalone
 from patchseries.progress import Log
@@ -144,7 +144,7 @@ def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist:
     pin, version = wheel_pin.pin, wheel_pin.local_version
     busy = (f"another patchseries run{{}} is writing wheels into {dist} (it holds that folder's lock); wait for it to "
             "end and re-run, or pass another --dist; nothing was written to dist/")  # fmt: skip
-    with hold(dist, lambda holder: busy.format(f" ({holder})" if holder else "")) as lock:
+    with Lock(dist, lambda holder: busy.format(f" ({holder})" if holder else "")) as lock:
         for target in sorted(dist.glob(f"*-{version}-*.whl")) if dist.is_dir() else ():
             if target.name.split("-")[0] in wheel_pin.packages:
                 kept(target, wheel_pin.series)  # what is refused there is refused before anything is made
