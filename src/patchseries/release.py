@@ -171,9 +171,8 @@ def build_wheels(ws: Workspace, wheel_pin: WheelPin, patches: list[Patch], dist:
                     version_file.write_text(f"{version}\n")  # what the build reads its version from
                 (sdist / "src" / f"{package}.egg-info" / RECORD_NAME).write_text(record)  # the build copies it
                 log(f"building the {package} wheel ({len(in_packages[package])} of {len(patches)} patches in it)")
-                wheel = _build(sdist, work / "out", package, pin)
-                built[wheel] = {f"{package}-{version}.dist-info/{RECORD_NAME}": record.encode(), **files}
-                _verify(wheel, package, version, built[wheel])
+                expected = {f"{package}-{version}.dist-info/{RECORD_NAME}": record.encode(), **files}
+                built[_build(sdist, work / "out", package, pin, version, expected)] = expected
             stage("wheels-built")
             kept_wheels = move_into(dist, built, wheel_pin.series, lock)
     return {dist / wheel.name: in_packages[wheel.name.split("-")[0]] for wheel in built}, kept_wheels
@@ -225,8 +224,9 @@ def _record(wheel_pin: WheelPin, package: str, package_pin: Pin, patches: list[P
     }, indent=1) + "\n"  # fmt: skip
 
 
-def _build(sdist: Path, out_dir: Path, package: str, pin: Pin) -> Path:
-    """``uv build --wheel``: the sdist's own build backend, isolated, dated as the release."""
+def _build(sdist: Path, out_dir: Path, package: str, pin: Pin, version: str, expected: Files) -> Path:
+    """``uv build --wheel``: the sdist's own build backend, isolated, dated as the release; the wheel refused unless it
+    is the series': its name, its record and the files the series changes (``expected``)."""
     command = [find_uv() or "uv", "build", "--wheel", "--python", sys.executable, "--out-dir", str(out_dir), str(sdist)]
     epoch = int(dt.datetime.combine(dt.date.fromisoformat(pin.release_date), dt.time(), dt.timezone.utc).timestamp())
     proc = subprocess.run(command, cwd=sdist, env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)},
@@ -235,6 +235,10 @@ def _build(sdist: Path, out_dir: Path, package: str, pin: Pin) -> Path:
     if proc.returncode != 0 or len(wheels) != 1:
         raise SeriesError(f"building the {package} wheel failed (uv exit status {proc.returncode}): "
                           f"{build_cause(proc.stdout)}; nothing was written to dist/")  # fmt: skip
+    problems = [f"it is named {wheels[0].name}"] if not wheels[0].name.startswith(f"{package}-{version}-") else []
+    if problems := problems + [f"its {name} is not the series'" for name in _not_held(wheels[0], expected)]:
+        raise SeriesError(f"the {package} wheel the build made is not the series' ({problems[0]}); nothing was "
+                          "written to dist/")  # fmt: skip
     return wheels[0]
 
 
@@ -253,14 +257,6 @@ def _not_held(wheel: Path, expected: Files) -> list[str]:
         names = set(archive.namelist())
         return [name for name, data in expected.items() if (archive.read(name) if name in names else None) != data]
     return list(expected)
-
-
-def _verify(wheel: Path, package: str, version: str, expected: Files) -> None:
-    """The wheel is the series': its name, its record and the files the series changes (``expected``)."""
-    problems = [f"it is named {wheel.name}"] if not wheel.name.startswith(f"{package}-{version}-") else []
-    if problems := problems + [f"its {name} is not the series'" for name in _not_held(wheel, expected)]:
-        raise SeriesError(f"the {package} wheel the build made is not the series' ({problems[0]}); nothing was "
-                          "written to dist/")  # fmt: skip
 
 
 def dist_info(wheel: Path, name: str) -> str | None:
