@@ -252,7 +252,6 @@ def build_cause(output: str) -> str:
 
 
 def _not_held(wheel: Path, expected: Files) -> list[str]:
-    """The members of ``expected`` that ``wheel`` does not hold as expected (None: holds none)."""
     with contextlib.suppress(zipfile.BadZipFile, ValueError, OSError), zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         return [name for name, data in expected.items() if (archive.read(name) if name in names else None) != data]
