@@ -64,7 +64,18 @@ class Lock:  # the flock of the folder or lock file path; a second holder is ref
 @contextmanager
 def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Iterator[None]:
     """Hold the work directory's lock, naming the run; its holder owns the scratch folder, emptied on both ends."""
-    _refuse_unless_ignored(workdir, given_as)
+    # refused in a git tree that does not ignore it (``--workdir .`` in a clone, an edit tree)
+    if (folder := next((f for f in (workdir, *workdir.parents) if (f / ".git").exists()), None)) is not None:
+        # each: a rule may ignore some of them only
+        paths = "".join(f"{workdir / name}\0" for name in _WORKDIR_NAMES)
+        ignored = git("check-ignore", "-z", "--stdin", cwd=folder, stdin=paths, check=False).stdout.split("\0")
+        if len([path for path in ignored if path]) < len(_WORKDIR_NAMES):
+            remedy = "pass a --workdir outside it"
+            if given_as != "--workdir":
+                remedy = f"it comes from {given_as}: set that to a folder outside it, or unset it"
+            raise SeriesError(f"the work directory {workdir} is inside the git tree {folder}, which does "
+                              "not ignore it and may be yours: the tool would write downloads/ and trees/ "
+                              f"among its files; {remedy}")  # fmt: skip
     path = workdir / LOCK_NAME
     refusal = "another patchseries run ({}) holds {}; wait for it to end and re-run, or pass another --workdir"
     with Lock(path, lambda holder: refusal.format(holder or "pid unknown", path), file=True, make=True) as lock:
@@ -86,18 +97,3 @@ def _empty(scratch: Path) -> None:  # best effort; a link there is removed, neve
 def series_lock(folder: Path) -> Lock:
     refusal = f"another patchseries export or forward is writing {folder}; wait for it to end and re-run"
     return Lock(folder, lambda _: refusal)
-
-
-def _refuse_unless_ignored(workdir: Path, given_as: str) -> None:
-    """Refuse a work directory in a git tree that does not ignore it (``--workdir .`` in a clone, an edit tree)."""
-    if (folder := next((f for f in (workdir, *workdir.parents) if (f / ".git").exists()), None)) is None:
-        return
-    paths = "".join(f"{workdir / name}\0" for name in _WORKDIR_NAMES)  # each: a rule may ignore some of them only
-    ignored = git("check-ignore", "-z", "--stdin", cwd=folder, stdin=paths, check=False).stdout.split("\0")
-    if len([path for path in ignored if path]) < len(_WORKDIR_NAMES):
-        remedy = "pass a --workdir outside it"
-        if given_as != "--workdir":
-            remedy = f"it comes from {given_as}: set that to a folder outside it, or unset it"
-        raise SeriesError(f"the work directory {workdir} is inside the git tree {folder}, which does "
-                          "not ignore it and may be yours: the tool would write downloads/ and trees/ "
-                          f"among its files; {remedy}")  # fmt: skip
