@@ -7,6 +7,7 @@ import re
 import sys
 import urllib.parse
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,11 +167,9 @@ def _table(parent: dict[str, Any], name: str, optional: tuple[str, ...] = (), pr
         value = table.get(key, [] if kind in _NOT_STRINGS else "")
         if kind not in _NOT_STRINGS and not isinstance(value, str):
             raise _BadPin(f"[{where}] {key} is not a string: {_shown(value)}")
-        check, bad = _CHECKS[kind]
-        try:
+        good, (check, bad) = False, _CHECKS[kind]
+        with suppress(ValueError):
             good = (absent_ok and value == "") or check(value)
-        except ValueError:
-            good = False
         if not good:
             raise _BadPin(f"[{where}] {key} {bad.format(_shown(value))}")
         # a digest compares with hashlib's (lower case); a list is kept as a tuple
