@@ -287,10 +287,7 @@ def blob_id(data: bytes) -> str:  # as git hash-object names ``data``
 
 
 def fingerprint(patches: list[Patch]) -> str:
-    digest = hashlib.sha256()
-    for patch in patches:
-        digest.update(patch.name.encode() + b"\0" + patch.path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return hashlib.sha256(b"".join(p.name.encode() + b"\0" + p.path.read_bytes() + b"\0" for p in patches)).hexdigest()
 
 
 def recorded_blobs(folder: Path) -> set[tuple[str, str]]:  # the last export's (name, blob)s; a name twice mid-switch
