@@ -145,9 +145,8 @@ def _switch(folder: Path, staging: Path, written: list[str], removed: list[str])
         for name in written:
             os.replace(staging / name, folder / name)
             stage("export-switch")
-        for name in removed:
-            if (folder / name).is_file():  # a folder the series names is none of export's
-                (folder / name).unlink()
+        for name in (name for name in removed if (folder / name).is_file()):
+            (folder / name).unlink()  # only a file: a folder the series names is none of export's
     except BaseException:
         for name in [*written, *removed]:
             if (old / name).is_file():
