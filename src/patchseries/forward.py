@@ -4,6 +4,7 @@ each patch upstream lacks (not ``Inappropriate``) without DEP-3 trailers, its CH
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
@@ -157,11 +158,9 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
     if others:
         raise SeriesError(f"{patch.name} {others[0]}: forward carries `- ` entries with indented lines only; write "
                           "it so, or move it to a patch marked `Upstream-Status: Inappropriate [why]`")  # fmt: skip
-    found = []
-    for path, index, entry in entries:
-        above = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS).split("\n")[:index]  # a CR is no line end
-        found.append((path, next((h.strip() for h in reversed(above) if h.startswith("### ")), "### Changed"), entry))
-    return found
+    text = {path: (repo / path).read_bytes().decode(errors=ENCODING_ERRORS).split("\n") for path, _, _ in entries}
+    above = ([h.strip() for h in text[path][:index] if h.startswith("### ")] for path, index, _ in entries)
+    return [(path, (h or ["### Changed"])[-1], entry) for (path, _, entry), h in zip(entries, above, strict=True)]
 
 
 def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]:
@@ -224,20 +223,17 @@ def _title(inline: Token) -> str:  # a heading as shown, not its source; a link'
     return "".join(shown.get(c.type, c.content * (c.type in ("text", "code_inline"))) for c in inline.children or [])
 
 
-def _shape(tokens: list[Token], skip: range) -> list[tuple[str, ...]]:  # what reads, less the blocks opened in skip
-    shape: list[tuple[str, ...]] = []
+def _shape(tokens: list[Token], skip: range) -> Iterator[tuple[str, ...]]:  # what reads, less the blocks opened in skip
     depth = 0
     for token in tokens:
         if depth or token.map and token.map[0] in skip:
             depth += token.nesting
         else:
-            shape.append((token.type, token.tag, token.content, token.markup, token.info))
-    return shape
+            yield token.type, token.tag, token.content, token.markup, token.info
 
 
 def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
-    """Add ``entry`` at the end of ``heading``'s list in the unreleased section; False if it is there already (any
-    bullet). Checked as CommonMark reads it: the new text reads as the old one and ``entry``, an item of ``heading``."""
+    """Add ``entry`` to ``heading``'s list in [unreleased], if it then reads as one more item; False if it is there."""
     text = (repo / changelog).read_bytes().decode() if (repo / changelog).is_file() else ""
     old, wanted = _unreleased(text, changelog), re.sub(r"\r\n?", "\n", entry)  # a CR ends a line for CommonMark
     if any(item[:1] in "-*+" and item[1:] == wanted[1:] for item in old.items.values()):
@@ -249,16 +245,15 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     texts = [i for i in range(first + 1, min(ends, default=old.end)) if old.lines[i].strip(" \t\r\n")]
     empty = mine is not None and [old.items.get(i, "").strip(" \t") for i in texts] == ["-"]  # upstream's placeholder
     at, added = texts[0] if empty else (texts[-1] if texts else first) + 1, "\n".join(["", *block][empty:]).split("\n")
-    lines = old.lines.copy()
-    eol = (re.findall(r"\r\n?|\n", "".join(lines[:at])) or ["\n"])[-1]  # the last before it: its CR meets no LF
-    lines[-1:] = [line if line.endswith(("\n", "\r")) else f"{line}{eol}" for line in lines[-1:]]
+    eol = (re.findall(r"\r\n?|\n", "".join(old.lines[:at])) or ["\n"])[-1]  # the last before it: its CR meets no LF
+    lines = [line if line.endswith(("\n", "\r")) else f"{line}{eol}" for line in old.lines]  # the last one too
     lines[at : at + empty] = [f"{line}{eol}" for line in added]
     written = "".join(lines) if text.endswith(("\n", "\r")) else "".join(lines).removesuffix(eol)
     new = _unreleased(written, changelog)
     span = len(new.lines) - len(old.lines) + empty  # the lines added, as CommonMark ends them
     bullet = at + span - wanted.count("\n") - 1
     under = [h for line, h in new.headings if line < bullet][-1:] == [heading]
-    same = _shape(new.tokens, range(at, at + span)) == _shape(old.tokens, range(at, at + empty))
+    same = [*_shape(new.tokens, range(at, at + span))] == [*_shape(old.tokens, range(at, at + empty))]
     if new.items.get(bullet) != wanted or not under or not same or new.links != old.links:
         raise SeriesError(f"forward cannot add {entry.partition(chr(10))[0][:40]!r} to [unreleased] of the target's "
                           f"{changelog} so that CommonMark reads it as one more item under {heading!r} and the rest "
