@@ -395,7 +395,8 @@ def test_a_target_without_the_changelog_or_its_unreleased_section_is_refused(tmp
     for name in ("missing.md", "CHANGELOG.md"):
         with pytest.raises(SeriesError) as refused:
             add_entry(tmp_path, name, "### Fixed", "- Fixed z")
-        assert str(refused.value) == f"the target's {name} has no '## [unreleased]' section for the series' entries"
+        assert str(refused.value) == (f"the target's {name} shows 0 second-level headings naming [unreleased], not "
+                                      "one: pin a commit with one for the series' entries")  # fmt: skip
 
 
 def test_a_commit_pin_needs_a_full_commit_id(tmp_path):
@@ -517,22 +518,45 @@ def test_a_heading_in_a_quote_or_an_item_is_neither_the_section_nor_its_heading(
 
 
 @pytest.mark.parametrize(
-    "shown",  # each shows "[unreleased]" (the last, a link, in brackets as it is written), as GitHub renders it
+    "shown",  # each shows "[unreleased]" (a link's text in brackets, as it is written), as GitHub renders it
     [
         "\\[unreleased]",
         "&#91;unreleased]",
-        '<a name="unreleased"></a>[unreleased]',
+        '<a name="unreleased"></a> [unreleased]',
         "*[Unreleased]*",
-        "[Unreleased](/u)",
+        "[[Unreleased]](/u)",
     ],
 )
-def test_the_unreleased_heading_is_the_first_that_shows_so_whatever_its_source(tmp_path, shown):
-    stale = "## [unreleased] - left over\n\n### Fixed\n\n- Fixed a crash\n"
-    path = _changelog(tmp_path, f"\ufeff# Changelog\n\n## {shown} - YYYY\n\n### Fixed\n\n- Fixed a bug\n\n{stale}")
+def test_the_unreleased_heading_is_the_one_that_shows_so_whatever_its_source(tmp_path, shown):
+    later = "## [1.0]\n\n### Fixed\n\n- Fixed a crash\n"
+    path = _changelog(tmp_path, f"\ufeff# Changelog\n\n## {shown} - YYYY\n\n### Fixed\n\n- Fixed a bug\n\n{later}")
 
     assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
-    assert path.read_text().endswith(f"- Fixed a bug\n\n- Fixed a crash\n\n{stale}")
+    assert path.read_text().endswith(f"- Fixed a bug\n\n- Fixed a crash\n\n{later}")
+
+
+@pytest.mark.parametrize("live", ["[unreleased]", '<a name="u"></a> [unreleased]', "&nbsp;[Unreleased]", "Unreleased"])
+def test_two_second_level_headings_naming_unreleased_are_refused_and_nothing_written(tmp_path, live):
+    """Which one is live would be a guess: a stale section left over, or a template."""
+    stale = "## [unreleased] - left over\n\n### Fixed\n\n-\n"
+    path = _changelog(tmp_path, text := f"## {live} - YYYY\n\n### Fixed\n\n- Fixed a bug\n\n{stale}")
+
+    with pytest.raises(SeriesError, match=r"shows 2 second-level headings naming \[unreleased\], not one"):
+        add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text() == text
+
+
+def test_a_forwarded_patch_whose_entry_upstream_has_already_says_so(synthetic, master):
+    changelog = (master / "src/fakelib/CHANGELOG.md").read_text()
+    commit(master, {"src/fakelib/CHANGELOG.md": changelog.replace("-\n", "- Fixed the version\n", 1)}, "Note a fix")
+    _pin_master_to_head(synthetic, master)
+
+    proc = synthetic.run("forward", "--checkout", str(master))
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"0003-Fix-the-version.patch +forwarded \(1 of its CHANGELOG entries there already\)", proc.stdout)
 
 
 def test_lines_added_after_an_lf_line_end_in_lf_though_the_first_ends_in_a_lone_cr(tmp_path):

@@ -114,15 +114,14 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) 
         return Outcome(patch.name, "release only", patch.trailer("Upstream-Status")[13:].strip(" []"))
     if (result := _try(repo, patch)).status != "applies cleanly":
         return result
-    for changelog, heading, text in entries:
-        if add_entry(repo, changelog, heading, text):
-            git("add", changelog, cwd=repo)
+    there = [entry for changelog, heading, entry in entries if not add_entry(repo, changelog, heading, entry)]
+    git("add", "--update", cwd=repo)  # the CHANGELOGs add_entry wrote: git am left the tree clean
     if not out("diff", "--cached", "--name-only", "HEAD~1", cwd=repo):  # only entries, and the target has them
         git("reset", "--quiet", "--hard", "HEAD~1", cwd=repo)
         return Outcome(patch.name, "already upstream", "its CHANGELOG entries are there")
     message = forward_message(out("log", "-1", "--format=%B", cwd=repo))
     git("commit", "--quiet", "--amend", "--no-verify", "-m", message, cwd=repo, env=TOOL_IDENTITY)
-    return Outcome(patch.name, "forwarded")
+    return Outcome(patch.name, "forwarded", f"{len(there)} of its CHANGELOG entries there already" if there else "")
 
 
 def release_only(patch: Patch) -> bool:  # by its status, which forward needs: a typo in the key is no status
@@ -149,10 +148,9 @@ def forward_message(message: str) -> str:
 
 def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, str, str]]:
     """Apply ``patch`` on ``repo`` (the release series so far): ``(changelog, heading, entry)`` per entry it adds."""
-    only = release_only(patch)  # its entries stay in the release series
     if git("am", "--quiet", *keep_cr(patch.path), patch.path, cwd=repo, env=TOOL_IDENTITY, check=False).returncode:
         raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `{check}` first")
-    if only:
+    if release_only(patch):  # its entries stay in the release series
         return []
     entries, others = changelog_entries(git("show", "--format=", "HEAD", cwd=repo).stdout)  # as git am read the mail
     if others:
@@ -204,8 +202,9 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
     heads = [
         (t.map[0], t.tag, _title(i)) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map and not t.level
     ]
-    if not (ours := [at for at, tag, title in heads if tag == "h2" and title.lower().startswith("[unreleased]")]):
-        raise SeriesError(f"the target's {changelog} has no '## [unreleased]' section for the series' entries")
+    if len(ours := [at for at, tag, title in heads if tag == "h2" and "unreleased" in title.lower()]) != 1:  # or guess
+        raise SeriesError(f"the target's {changelog} shows {len(ours)} second-level headings naming [unreleased], not "
+                          "one: pin a commit with one for the series' entries")  # fmt: skip
     end = next((at for at, tag, _ in heads if at > ours[0] and tag in ("h1", "h2")), len(lines))
     blocks = [(t.type, t.map[0]) for t in tokens if t.map and not t.level and ours[0] < t.map[0] < end]
     while blocks and blocks[-1][0] == "hr":
@@ -220,7 +219,8 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
 
 def _title(inline: Token) -> str:  # a heading as shown, not its source; a link's text in brackets, as it is written
     shown = {"link_open": "[", "link_close": "]", "softbreak": " "}
-    return "".join(shown.get(c.type, c.content * (c.type in ("text", "code_inline"))) for c in inline.children or [])
+    parts = (c.content if c.type in ("text", "code_inline") else shown.get(c.type, "") for c in inline.children or [])
+    return "".join(parts).strip()  # and the spaces around an HTML tag or an image
 
 
 def _shape(tokens: list[Token], skip: range) -> Iterator[tuple[str, ...]]:  # what reads, less the blocks opened in skip
