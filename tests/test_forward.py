@@ -548,6 +548,13 @@ def test_two_second_level_headings_naming_unreleased_are_refused_and_nothing_wri
     assert path.read_text() == text
 
 
+def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
+    path = _changelog(tmp_path, "[Unre\\\nleased]\n---\n\n### Fixed\n\n- Fixed a bug\n")  # GitHub shows two lines
+
+    with pytest.raises(SeriesError, match=r"shows 0 second-level headings naming \[unreleased\], not one"):
+        add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+
 def test_a_forwarded_patch_whose_entry_upstream_has_already_says_so(synthetic, master):
     changelog = (master / "src/fakelib/CHANGELOG.md").read_text()
     commit(master, {"src/fakelib/CHANGELOG.md": changelog.replace("-\n", "- Fixed the version\n", 1)}, "Note a fix")

@@ -218,7 +218,7 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
 
 
 def _title(inline: Token) -> str:  # a heading as shown, not its source; a link's text in brackets, as it is written
-    shown = {"link_open": "[", "link_close": "]", "softbreak": " "}
+    shown = {"link_open": "[", "link_close": "]", "softbreak": " ", "hardbreak": " "}
     parts = (c.content if c.type in ("text", "code_inline") else shown.get(c.type, "") for c in inline.children or [])
     return "".join(parts).strip()  # and the spaces around an HTML tag or an image
 
