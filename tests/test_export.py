@@ -715,6 +715,14 @@ def test_a_worktree_git_cannot_find_is_refused_and_the_remedy_runs(synthetic, tm
     assert not moved or git(tmp_path / "moved", "log", "-1", "--format=%s") == "More work"
 
 
+def test_a_worktree_whose_path_holds_a_unicode_line_separator_is_found(synthetic, tmp_path):
+    """git ends its lines with "\n" alone: a U+2028 in a path (a name a person may paste) is no line end."""
+    git(synthetic.tree, "checkout", "-q", "-b", "wip")
+    git(synthetic.tree, "worktree", "add", "-q", str(tmp_path / "linked\u2028copy"), "series")
+
+    assert synthetic.run("export").returncode == 0
+
+
 def test_a_persons_git_configuration_never_changes_the_patches(synthetic, tmp_path, monkeypatch):
     config = tmp_path / "gitconfig"
     config.write_text("[format]\n\tsignOff = true\n[diff]\n\tcontext = 5\n\talgorithm = histogram\n")

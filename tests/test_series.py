@@ -74,6 +74,15 @@ def test_patch_listed_twice_is_refused(synthetic):
         read_series(synthetic.ws.series_file)
 
 
+def test_a_comment_with_a_unicode_line_separator_is_one_line_as_sed_counts_them(synthetic):
+    first = sorted(synthetic.ws.patches.glob("*.patch"))[0]
+    listed = synthetic.ws.series_file.read_text()
+    synthetic.ws.series_file.write_text(f"# see\u2028the thread\n{listed}{first.name}\n")
+
+    with pytest.raises(SeriesError, match=rf"lists {first.name} twice \(lines 3 and 5\); list each once"):
+        read_series(synthetic.ws.series_file)
+
+
 @pytest.mark.parametrize("spelling", ["./{name}", "{name}/", "../patches/{name}", ".//{name}", "sub/../{name}"])
 @pytest.mark.parametrize("command", ["apply", "status", "check"])
 def test_patch_listed_twice_in_another_spelling_is_refused(synthetic, spelling, command):

@@ -80,12 +80,12 @@ def uncommitted_files(repo: Path, own_ignores_only: bool = False, user_config: b
     """Staged, unstaged and untracked paths; ``own_ignores_only``: a global gitignore hides none of the person's."""
     config = ["-c", "core.excludesFile=/dev/null"] if own_ignores_only else []
     status = git(*config, "status", "--porcelain", "--untracked-files=all", cwd=repo, user_config=user_config)
-    return [line[3:] for line in status.stdout.splitlines() if line.strip()]
+    return [line[3:] for line in status.stdout.split("\n") if line.strip()]  # "\n" alone ends git's lines
 
 
 def worktrees(repo: Path) -> list[Path]:
     listing = git("worktree", "list", "--porcelain", cwd=repo, check=False).stdout
-    paths = [Path(line[len("worktree ") :]) for line in listing.splitlines() if line.startswith("worktree ")]
+    paths = [Path(line[len("worktree ") :]) for line in listing.split("\n") if line.startswith("worktree ")]
     if gone := next((path for path in paths if not path.exists()), None):  # its commits, its checkout: unseen
         prune = shlex.join(["git", "-C", str(repo), "worktree", "prune"])
         raise SeriesError(f"{repo} has a worktree git cannot find at {gone}: if you moved it, `git worktree repair` in "

@@ -127,7 +127,7 @@ def listed_names(series_file: Path) -> list[str]:
 
 def _listed(series_file: Path) -> list[tuple[int, str]]:
     try:  # a byte order mark would otherwise be part of the first name
-        lines = series_file.read_bytes().decode().removeprefix("\ufeff").splitlines()
+        lines = series_file.read_bytes().decode().removeprefix("\ufeff").split("\n")  # not at U+2028: as sed counts
     except UnicodeDecodeError as exc:
         raise SeriesError(f"{series_file} is not UTF-8 text ({exc.reason} at byte {exc.start}); list the patch file "
                           "names in UTF-8") from None  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import tarfile
 import tempfile
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,7 +169,7 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
                 with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, sdist.open("xb") as sink:
                     shutil.copyfileobj(response, sink)
                     stage("fetch-download")
-            except OSError as exc:  # urllib.error.URLError is one
+            except (OSError, http.client.HTTPException) as exc:  # URLError is an OSError; InvalidURL an HTTPException
                 raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
         digest, mismatch = hashlib.sha256(sdist.read_bytes()).hexdigest(), f"sha256 mismatch for {pin.sdist_filename}"
         if digest != pin.sdist_sha256 and sdist != target:
@@ -393,10 +394,9 @@ def _artifact(path: str) -> bool:  # what installing and testing rewrite (covera
 
 
 def _read_json(path: Path, *keys: str) -> Any:  # None if unreadable, or if it lacks one of the string ``keys``
-    try:
+    fields = None
+    with suppress(OSError, ValueError):
         fields = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
     valid = isinstance(fields, dict) and all(isinstance(fields.get(key), str) for key in keys)
     return fields if valid or not keys else None
 
