@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # what a shell reports for a program that wrote into a closed pipe
     except (SeriesError, OSError, RuntimeError) as exc:  # RuntimeError: Python 3.11's resolve() of a link loop
-        line = " ".join(str(exc).split("\n"))  # a path keeps its U+2028, as the shell reads it
+        line = " ".join(str(exc).replace("\r\n", "\n").replace("\r", "\n").split("\n"))  # a path keeps a U+2028
         if isinstance(exc, OSError):
             paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
             line = f"{exc.strerror or line}{': ' if paths else ''}{paths}; check that path (permissions, free space, "
