@@ -555,6 +555,51 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
 
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<h2>[1.0] - 2026-01-01</h2>\n",  # a release's section GitHub shows
+        "<h3>Security</h3>\n\n- Pinned a package\n",  # a heading an entry would be shown under
+        "<div><h2>[0.9]</h2></div>\n",
+        "Notes: <h2>[0.9]</h2>\n",  # inline
+    ],
+)
+def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html):
+    """GitHub shows it as a heading, which forward cannot place entries around: it refuses rather than guess."""
+    path = _changelog(tmp_path, text := f"## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n{html}\n### Fixed\n\n-\n")
+
+    with pytest.raises(SeriesError, match=r"^the target's CHANGELOG.md has a heading written in HTML \(line \d+\)"):
+        add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text() == text
+
+
+def test_an_entry_goes_under_the_heading_the_release_shows_above_it_not_one_in_a_comment(synthetic, master):
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    commented = changelog.read_text().replace("### Fixed\n\n", "### Fixed\n\n<!--\n### Added\n-->\n\n", 1)
+    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": commented}, "Note\n\nUpstream-Status: Inappropriate [ours]")
+    entry = commented.replace("-->\n\n", "-->\n\n- Fixed a third thing\n\n", 1)
+
+    proc = _forward_after(
+        synthetic, master, {"src/fakelib/CHANGELOG.md": entry}, "Fix a third\n\nUpstream-Status: Pending"
+    )
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    forwarded = next((synthetic.ws.patches / "master").glob("*-Fix-a-third.patch")).read_text()
+    assert "\n - Fixed the version\n \n+- Fixed a third thing\n" in forwarded  # under master's Fixed, not Added
+
+
+def test_forward_commits_only_the_changelogs_it_writes(synthetic, master):
+    """A file upstream committed with CRLF under a `text` attribute is git's to renormalize, not the patch's."""
+    commit(master, {"docs/notes.txt": "line one\r\nline two\r\n"}, "Notes")
+    commit(master, {".gitattributes": "*.txt text\n"}, "Normalize text files")
+    _pin_master_to_head(synthetic, master)
+
+    assert synthetic.run("forward", "--checkout", str(master)).returncode == 0
+
+    assert not [p.name for p in (synthetic.ws.patches / "master").glob("*.patch") if "notes.txt" in p.read_text()]
+
+
 def test_a_forwarded_patch_whose_entry_upstream_has_already_says_so(synthetic, master):
     changelog = (master / "src/fakelib/CHANGELOG.md").read_text()
     commit(master, {"src/fakelib/CHANGELOG.md": changelog.replace("-\n", "- Fixed the version\n", 1)}, "Note a fix")

@@ -114,14 +114,15 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) 
         return Outcome(patch.name, "release only", patch.trailer("Upstream-Status")[13:].strip(" []"))
     if (result := _try(repo, patch)).status != "applies cleanly":
         return result
-    there = [entry for changelog, heading, entry in entries if not add_entry(repo, changelog, heading, entry)]
-    git("add", "--update", cwd=repo)  # the CHANGELOGs add_entry wrote: git am left the tree clean
+    added = [changelog for changelog, heading, entry in entries if add_entry(repo, changelog, heading, entry)]
+    git("add", "--", *added, cwd=repo)  # those files alone: git would renormalize others a `text` attribute names
     if not out("diff", "--cached", "--name-only", "HEAD~1", cwd=repo):  # only entries, and the target has them
         git("reset", "--quiet", "--hard", "HEAD~1", cwd=repo)
         return Outcome(patch.name, "already upstream", "its CHANGELOG entries are there")
     message = forward_message(out("log", "-1", "--format=%B", cwd=repo))
     git("commit", "--quiet", "--amend", "--no-verify", "-m", message, cwd=repo, env=TOOL_IDENTITY)
-    return Outcome(patch.name, "forwarded", f"{len(there)} of its CHANGELOG entries there already" if there else "")
+    there = f"{len(entries) - len(added)} of its CHANGELOG entries there already" if len(added) < len(entries) else ""
+    return Outcome(patch.name, "forwarded", there)
 
 
 def release_only(patch: Patch) -> bool:  # by its status, which forward needs: a typo in the key is no status
@@ -156,9 +157,14 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
     if others:
         raise SeriesError(f"{patch.name} {others[0]}: forward carries `- ` entries with indented lines only; write "
                           "it so, or move it to a patch marked `Upstream-Status: Inappropriate [why]`")  # fmt: skip
-    text = {path: (repo / path).read_bytes().decode(errors=ENCODING_ERRORS).split("\n") for path, _, _ in entries}
-    above = ([h.strip() for h in text[path][:index] if h.startswith("### ")] for path, index, _ in entries)
-    return [(path, (h or ["### Changed"])[-1], entry) for (path, _, entry), h in zip(entries, above, strict=True)]
+    found = []
+    for path, index, entry in entries:  # under the heading GitHub shows above it: CommonMark's lines, not git's
+        text = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS)
+        line = len(re.findall(r"\r\n?|\n", "".join(f"{part}\n" for part in text.split("\n")[:index])))
+        shown = _headings(_MD.parse(text.removeprefix("\ufeff")), f"the release's {path}")
+        above = [title for at, tag, title in shown if tag == "h3" and at < line] or ["Changed"]
+        found.append((path, f"### {above[-1]}", entry))
+    return found
 
 
 def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]:
@@ -199,9 +205,7 @@ class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMar
 def _unreleased(text: str, changelog: str) -> _Unreleased:
     env: dict[str, Any] = {}  # where the parser keeps the link reference definitions
     tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env), re.findall(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$", text)
-    heads = [
-        (t.map[0], t.tag, _title(i)) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map and not t.level
-    ]
+    heads = _headings(tokens, f"the target's {changelog}")
     if len(ours := [at for at, tag, title in heads if tag == "h2" and "unreleased" in title.lower()]) != 1:  # or guess
         raise SeriesError(f"the target's {changelog} shows {len(ours)} second-level headings naming [unreleased], not "
                           "one: pin a commit with one for the series' entries")  # fmt: skip
@@ -215,6 +219,17 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
     headings = [(at, f"{'#' * int(tag[1])} {title}") for at, tag, title in heads if ours[0] < at < end]
     links = [(label, link["href"], link["title"]) for label, link in env.get("references", {}).items()]
     return _Unreleased(tokens, lines, ours[0], end, headings, items, links)
+
+
+def _headings(tokens: list[Token], name: str) -> list[tuple[int, str, str]]:  # (line, h1-h6, shown text) at the top
+    html = [t.map[0] + 1 for t in tokens if t.map for c in [t, *(t.children or [])]
+            if c.type in ("html_block", "html_inline") and re.search(r"(?i)<h[1-6][\s/>]", c.content)]  # fmt: skip
+    if html:  # GitHub shows it as a heading: a section's start or end, or an entry's heading, forward would not see
+        raise SeriesError(f"{name} has a heading written in HTML (line {html[0]}), which forward does not read: "
+                          "write it in Markdown (`## ...`), or pin a commit whose CHANGELOG does")  # fmt: skip
+    return [
+        (t.map[0], t.tag, _title(i)) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map and not t.level
+    ]
 
 
 def _title(inline: Token) -> str:  # a heading as shown, not its source; a link's text in brackets, as it is written

@@ -47,7 +47,7 @@ _IN_PROGRESS = {  # what it is, how to finish it, how to abort it
     "REVERT_HEAD": ("a git revert", "git revert --continue", "git revert --abort"),
     "BISECT_LOG": ("a git bisect", "git bisect reset", "git bisect reset"),
 }
-TOOL_ATTRIBUTES = "* merge=text !diff\n"  # where the tool runs git am: git's merge and diff, no union driver or -diff
+TOOL_ATTRIBUTES = "* merge=text !diff -text\n"  # where the tool runs git am: git's merge and diff, the blobs' bytes
 _MODE_CHANGE = re.compile(r"(?m)^ ?(?:mode change \d{6} =>|create mode) (\d{6}) (.+)$")  # `git apply --summary`
 _FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
 
