@@ -589,6 +589,29 @@ def test_an_entry_goes_under_the_heading_the_release_shows_above_it_not_one_in_a
     assert "\n - Fixed the version\n \n+- Fixed a third thing\n" in forwarded  # under master's Fixed, not Added
 
 
+@pytest.mark.parametrize("hide", [("```text\n", "```\n"), ("<!--\n", "-->\n")])
+def test_an_entry_the_release_shows_in_code_or_a_comment_is_refused(synthetic, master, hide):
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    hidden = changelog.read_text().replace("### Fixed\n\n", f"### Fixed\n\n{hide[0]}\n{hide[1]}\n", 1)
+    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": hidden}, "Note\n\nUpstream-Status: Inappropriate [ours]")
+    entry = hidden.replace(f"{hide[0]}\n", f"{hide[0]}- Fixed a third thing\n", 1)
+
+    proc = _forward_after(
+        synthetic, master, {"src/fakelib/CHANGELOG.md": entry}, "Fix a third\n\nUpstream-Status: Pending"
+    )
+
+    assert proc.returncode == 2
+    assert "adds '- Fixed a third thing' where the release's src/fakelib/CHANGELOG.md shows no item of a list" in (
+        proc.stderr
+    )
+
+
+def test_a_heading_tag_in_a_comment_shows_nothing_and_is_no_refusal(tmp_path):
+    path = _changelog(tmp_path, "<!-- <h2>old</h2> -->\n\n## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+
 def test_forward_commits_only_the_changelogs_it_writes(synthetic, master):
     """A file upstream committed with CRLF under a `text` attribute is git's to renormalize, not the patch's."""
     commit(master, {"docs/notes.txt": "line one\r\nline two\r\n"}, "Notes")

@@ -29,6 +29,7 @@ _DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-[a-z0-9-]+)")  # any case: 
 _KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
 _MD = MarkdownIt("commonmark")  # as GitHub reads a CHANGELOG: its tables and task lists hold no heading or item
+_HTML_HEADING = re.compile(r"(?is)<!--.*?-->|(<h[1-6][\s/>])")  # a heading tag; one in a comment shows nothing
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -115,7 +116,7 @@ def _forward_one(repo: Path, patch: Patch, entries: list[tuple[str, str, str]]) 
     if (result := _try(repo, patch)).status != "applies cleanly":
         return result
     added = [changelog for changelog, heading, entry in entries if add_entry(repo, changelog, heading, entry)]
-    git("add", "--", *added, cwd=repo)  # those files alone: git would renormalize others a `text` attribute names
+    git("--literal-pathspecs", "add", "--", *added, cwd=repo)  # those alone, paths as written (no pathspec magic)
     if not out("diff", "--cached", "--name-only", "HEAD~1", cwd=repo):  # only entries, and the target has them
         git("reset", "--quiet", "--hard", "HEAD~1", cwd=repo)
         return Outcome(patch.name, "already upstream", "its CHANGELOG entries are there")
@@ -161,7 +162,10 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
     for path, index, entry in entries:  # under the heading GitHub shows above it: CommonMark's lines, not git's
         text = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS)
         line = len(re.findall(r"\r\n?|\n", "".join(f"{part}\n" for part in text.split("\n")[:index])))
-        shown = _headings(_MD.parse(text.removeprefix("\ufeff")), f"the release's {path}")
+        shown = _headings(tokens := _MD.parse(text.removeprefix("\ufeff")), f"the release's {path}")
+        if not any(t.type == "list_item_open" and t.level == 1 and t.map and t.map[0] == line for t in tokens):
+            raise SeriesError(f"{patch.name} adds {entry.partition(chr(10))[0][:40]!r} where the release's {path} "
+                              "shows no item of a list (in code or a comment): move it out, or drop it")  # fmt: skip
         above = [title for at, tag, title in shown if tag == "h3" and at < line] or ["Changed"]
         found.append((path, f"### {above[-1]}", entry))
     return found
@@ -223,7 +227,7 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
 
 def _headings(tokens: list[Token], name: str) -> list[tuple[int, str, str]]:  # (line, h1-h6, shown text) at the top
     html = [t.map[0] + 1 for t in tokens if t.map for c in [t, *(t.children or [])]
-            if c.type in ("html_block", "html_inline") and re.search(r"(?i)<h[1-6][\s/>]", c.content)]  # fmt: skip
+            if c.type.startswith("html_") and any(m[1] for m in _HTML_HEADING.finditer(c.content))]  # fmt: skip
     if html:  # GitHub shows it as a heading: a section's start or end, or an entry's heading, forward would not see
         raise SeriesError(f"{name} has a heading written in HTML (line {html[0]}), which forward does not read: "
                           "write it in Markdown (`## ...`), or pin a commit whose CHANGELOG does")  # fmt: skip
