@@ -199,9 +199,8 @@ def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]
 class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMark (and GitHub) reads it
     tokens: list[Token]
     lines: list[str]  # each with its end: "\n", "\r\n" or a lone "\r", as CommonMark ends lines
-    start: int  # its heading's line
     end: int  # the line after its last block, a closing rule (`---`) less
-    headings: list[tuple[int, str]]  # (line, "### Fixed") of each heading in it
+    headings: list[tuple[int, str]]  # (line, "### Fixed") of each heading in it, its own first
     items: dict[int, str]  # the lines of each item of a list at its top, by its first line, trailing blank lines less
     links: list[tuple[str, str, str]]  # its link reference definitions (kept out of its tokens): label, URL, title
 
@@ -215,14 +214,12 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
                           "one: pin a commit with one for the series' entries")  # fmt: skip
     end = next((at for at, tag, _ in heads if at > ours[0] and tag in ("h1", "h2")), len(lines))
     blocks = [(t.type, t.map[0]) for t in tokens if t.map and not t.level and ours[0] < t.map[0] < end]
-    while blocks and blocks[-1][0] == "hr":
-        end = blocks.pop()[1]
-    plain = "\n".join(line.rstrip("\r\n") for line in lines).split("\n")
-    items = {t.map[0]: re.sub(r"(\n[ \t]*)+$", "", "\n".join(plain[t.map[0] : t.map[1]])) for t in tokens
+    end = next((at for k, (_, at) in enumerate(blocks) if {kind for kind, _ in blocks[k:]} == {"hr"}), end)  # rules
+    items = {t.map[0]: re.sub(r"\r\n?", "\n", "".join(lines[t.map[0] : t.map[1]])).rstrip() for t in tokens
              if t.type == "list_item_open" and t.level == 1 and t.map and ours[0] < t.map[0] < end}  # fmt: skip
-    headings = [(at, f"{'#' * int(tag[1])} {title}") for at, tag, title in heads if ours[0] < at < end]
+    headings = [(at, f"{'#' * int(tag[1])} {title}") for at, tag, title in heads if ours[0] <= at < end]
     links = [(label, link["href"], link["title"]) for label, link in env.get("references", {}).items()]
-    return _Unreleased(tokens, lines, ours[0], end, headings, items, links)
+    return _Unreleased(tokens, lines, end, headings, items, links)
 
 
 def _headings(tokens: list[Token], name: str) -> list[tuple[int, str, str]]:  # (line, h1-h6, shown text) at the top
@@ -260,7 +257,7 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     mine = next((at for at, title in old.headings if title == heading), None)
     later = _HEADINGS[_HEADINGS.index(heading) + 1 :] if heading in _HEADINGS else ()  # Keep a Changelog's order
     ends = [at for at, title in old.headings if (title in later if mine is None else at > mine)]  # where its list ends
-    first, block = (old.start, [heading, "", entry]) if mine is None else (mine, [entry])  # a new heading, or not
+    first, block = (old.headings[0][0], [heading, "", entry]) if mine is None else (mine, [entry])  # new heading?
     texts = [i for i in range(first + 1, min(ends, default=old.end)) if old.lines[i].strip(" \t\r\n")]
     empty = mine is not None and [old.items.get(i, "").strip(" \t") for i in texts] == ["-"]  # upstream's placeholder
     at, added = texts[0] if empty else (texts[-1] if texts else first) + 1, "\n".join(["", *block][empty:]).split("\n")
