@@ -31,7 +31,10 @@ class Lock:  # the flock of the folder or lock file path; a second holder is ref
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.release()
+        if self.fd is not None:
+            Lock.held.discard(self.path.resolve())
+            os.close(self.fd)
+            self.fd = None
 
     def acquire(self, make: bool = False) -> None:
         """Hold the lock; ``make``: make the folder first, else a missing folder is not locked (yet)."""
@@ -53,12 +56,6 @@ class Lock:  # the flock of the folder or lock file path; a second holder is ref
             raise SeriesError(self.refusal(holder)) from None
         self.fd = fd
         Lock.held |= set() if self.file else {self.path.resolve()}
-
-    def release(self) -> None:
-        if self.fd is not None:
-            Lock.held.discard(self.path.resolve())
-            os.close(self.fd)
-            self.fd = None
 
 
 @contextmanager
