@@ -169,18 +169,14 @@ def run_installer(command: list[str], what: str, log: Log) -> None:
         proc.kill()
         proc.wait()
         raise
-    if proc.returncode != 0:
-        raise SeriesError(f"{what}: {_reason(output) or f'exit status {proc.returncode}'}")
-
-
-def _reason(output: str) -> str:
-    """The cause an installer gives: pip's first ``ERROR:`` line, else uv's last cause, with the address it fetched."""
-    lines = [re.sub(r"^(cause|Caused by): ", "", line.strip(" ╰─▶×│")) for line in output.splitlines()]
-    hints = ("hint:", "help:", "warning:", "WARNING:", "note:", "[notice]")  # never the cause
-    lines = [line for line in lines if line and not line.startswith(hints)]
-    errors = [line for line in lines if line.startswith("ERROR: ")]
-    fetched = [f" ({line})" for line in lines[:-1] if "Failed to fetch:" in line]
-    return errors[0] if errors else (lines[-1] + "".join(fetched[-1:])) if lines else ""
+    if proc.returncode != 0:  # the cause: pip's first ERROR: line, else uv's last cause, with the address it fetched
+        lines = [re.sub(r"^(cause|Caused by): ", "", line.strip(" ╰─▶×│")) for line in output.splitlines()]
+        hints = ("hint:", "help:", "warning:", "WARNING:", "note:", "[notice]")  # never the cause
+        lines = [line for line in lines if line and not line.startswith(hints)]
+        errors = [line for line in lines if line.startswith("ERROR: ")]
+        fetched = [f" ({line})" for line in lines[:-1] if "Failed to fetch:" in line]
+        reason = errors[0] if errors else (lines[-1] + "".join(fetched[-1:])) if lines else ""
+        raise SeriesError(f"{what}: {reason or f'exit status {proc.returncode}'}")
 
 
 class TestOutcome(NamedTuple):
