@@ -232,23 +232,20 @@ def _build(sdist: Path, out_dir: Path, package: str, pin: Pin, version: str, exp
     proc = subprocess.run(command, cwd=sdist, env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)},
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)  # fmt: skip
     wheels = sorted(out_dir.glob("*.whl")) if out_dir.is_dir() else []
-    if proc.returncode != 0 or len(wheels) != 1:
+    if proc.returncode != 0 or len(wheels) != 1:  # the backend's last error line, not the installer's summary after it
+        lines = [line.strip(" ╰─▶×│") for line in proc.stdout.splitlines()]
+        lines = [line for line in lines if line and not line.startswith(("hint:", "[notice]"))]
+        end = next((i for i, line in enumerate(lines) if line.startswith(_INSTALLER_SUMMARY)), None)
+        backend = lines[:end] or lines
+        raised = [line for line in backend if _RAISED.match(line)]
+        cause = (raised or [line for line in backend if "error" in line.lower()] or backend or ["no output"])[-1]
         raise SeriesError(f"building the {package} wheel failed (uv exit status {proc.returncode}): "
-                          f"{build_cause(proc.stdout)}; nothing was written to dist/")  # fmt: skip
+                          f"{cause}; nothing was written to dist/")  # fmt: skip
     problems = [f"it is named {wheels[0].name}"] if not wheels[0].name.startswith(f"{package}-{version}-") else []
     if problems := problems + [f"its {name} is not the series'" for name in _not_held(wheels[0], expected)]:
         raise SeriesError(f"the {package} wheel the build made is not the series' ({problems[0]}); nothing was "
                           "written to dist/")  # fmt: skip
     return wheels[0]
-
-
-def build_cause(output: str) -> str:
-    """The backend's last error line in a failed build's output, not the installer's summary after it."""
-    lines = [line.strip(" ╰─▶×│") for line in output.splitlines()]
-    lines = [line for line in lines if line and not line.startswith(("hint:", "[notice]"))]
-    backend = lines[: next((i for i, line in enumerate(lines) if line.startswith(_INSTALLER_SUMMARY)), None)] or lines
-    raised = [line for line in backend if _RAISED.match(line)]
-    return (raised or [line for line in backend if "error" in line.lower()] or backend or ["no output"])[-1]
 
 
 def _not_held(wheel: Path, expected: Files) -> list[str]:
