@@ -15,7 +15,7 @@ from patchseries import __version__, export, runner
 from patchseries.errors import SeriesError
 from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage, write_file
 from patchseries.lock import series_lock, workdir_lock
-from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, path_option, shell, tool_command
+from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, shell, tool_command
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import make_log
 from patchseries.release import build_wheels, load_wheel_pin
@@ -38,7 +38,8 @@ The main job, in five stages: read the pin and the series; get the base (the PyP
 apply the series; make or reuse an environment with torch and the tree (minutes the first time); run the tests.
 """
 Option = tuple[str, str, dict[str, Any]]  # flags (space-separated), help, add_argument's other settings
-PATH, NAME, FLAG = {"type": path_option, "metavar": "PATH"}, {"type": name_option}, {"action": "store_true"}
+PATH = {"type": lambda value: Path(name_option(value, "path")), "metavar": "PATH"}
+NAME, FLAG = {"type": name_option}, {"action": "store_true"}
 COMMON: list[Option] = [
     ("--patches", "the series directory (default: patches/ of the project)", {**PATH, "metavar": "DIR"}),
     ("--workdir", f"where trees, environments and downloads go (default: ${WORKDIR_ENV}, else .work/)", PATH),

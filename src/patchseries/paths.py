@@ -30,10 +30,6 @@ def name_option(value: str, what: str = "name") -> str:
     return value
 
 
-def path_option(value: str) -> Path:
-    return Path(name_option(value, "path"))
-
-
 def project_root() -> Path | None:
     """The nearest of the current directory and its parents with a series folder, else this package's checkout."""
     here = Path.cwd().resolve()
