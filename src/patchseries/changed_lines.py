@@ -28,9 +28,8 @@ class ChangedLines:  # changed executable lines per file, and changed files the 
     def line(self) -> str:
         covered = sum(len(f.covered) for f in self.files.values())
         total = covered + sum(len(f.missed) for f in self.files.values())
-        percent = f"{round(100 * covered / total, 1)}%" if total else "n/a"
         more = f", {len(self.unmeasured)} changed files not in the coverage report" if self.unmeasured else ""
-        return f"{covered}/{total} covered ({percent}){more}"
+        return f"{covered}/{total} covered ({f'{round(100 * covered / total, 1)}%' if total else 'n/a'}){more}"
 
     def missed_lines(self) -> list[tuple[str, int, str]]:
         return [(path, n, f.missed[n]) for path, f in sorted(self.files.items()) for n in sorted(f.missed)]
