@@ -203,7 +203,6 @@ def has_crlf(patch: Path) -> bool:
 
 
 def crlf_problem(path: Path, name: str | None = None) -> str:
-    """What ``check`` and ``wheels`` say of a file converted to CRLF."""
     convert = f"convert it back with `perl -pi -e 's/\\r$//' {shlex.quote(str(path))}`"
     return f"{name or path.name} has CRLF line endings, which export does not write; {convert}"
 
