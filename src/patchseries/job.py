@@ -11,7 +11,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries import gates
+from patchseries import gates, trees
 from patchseries.changed_lines import ChangedLines, added_lines, measure
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import add_excludes, git, git_path
@@ -147,7 +147,7 @@ def summary(result: JobResult) -> str:
         + (f", {excluded} paths excluded" if excluded else ""),
         f"  tests:     {outcome.line()}" + ("" if outcome.no_tests else f" ({ran})"),
         *coverage,
-        f"  tree:      {prepared.base.path} ({applied.where})",
+        f"  tree:      {prepared.base.path} (branch {trees.SERIES_BRANCH})",
         *(f"  upstream:  {comparison.line()}" for comparison in result.upstream),
         f"  result:    {({0: 'OK', 1: 'FAILED', 5: 'NO TESTS RAN'})[result.exit_status]}",
     ])  # fmt: skip

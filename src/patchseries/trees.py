@@ -111,7 +111,6 @@ class ApplyResult:
     already_present: list[str] = field(default_factory=list)
     excluded: dict[str, list[str]] = field(default_factory=dict)
     reused: bool = False
-    where: str = f"branch {SERIES_BRANCH}"
 
 
 def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool, force_base: bool) -> BaseSource:
