@@ -52,11 +52,12 @@ def test_sha256_mismatch_is_refused_and_nothing_is_kept(tmp_path):
     assert not ws.trees.exists() or list(ws.trees.iterdir()) == []
 
 
-def test_an_sdist_url_python_cannot_open_is_one_error_line(tmp_path):
-    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES), url="https://exa mple.invalid/x.tar.gz")
+@pytest.mark.parametrize("url", ["https://exa mple.invalid/x.tar.gz"])
+def test_an_sdist_url_python_cannot_open_is_one_error_line(tmp_path, url):
+    write_pin(tmp_path / "patches", make_sdist(tmp_path, RELEASE_FILES), url=url)
     ws = _workspace(tmp_path)
 
-    with pytest.raises(SeriesError, match=r"^cannot download https://exa mple.invalid/x.tar.gz: "):
+    with pytest.raises(SeriesError, match=rf"^cannot download {url}: "):
         make_base(ws, load_pin(ws.pin_file))
 
 

@@ -612,6 +612,21 @@ def test_a_heading_tag_in_a_comment_shows_nothing_and_is_no_refusal(tmp_path):
     assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
 
+def test_an_entry_is_forwarded_as_its_bytes_whatever_upstreams_attributes_convert(synthetic, master):
+    """Where forward runs git, files are the blobs' bytes: no keyword, encoding or filter of upstream's converts."""
+    attributes = "src/fakelib/CHANGELOG.md ident working-tree-encoding=ISO-8859-1 filter=none\n"
+    commit(master, {".gitattributes": attributes}, "Attributes")
+    _pin_master_to_head(synthetic, master)
+    changelog = (synthetic.tree / "src/fakelib/CHANGELOG.md").read_text()
+    entry = "- Fixed `$Id: v1 $` markers, impörted\n"
+    files = {"src/fakelib/CHANGELOG.md": changelog.replace("### Fixed\n\n", f"### Fixed\n\n{entry}\n")}
+
+    proc = _forward_after(synthetic, master, files, "Fix\n\nUpstream-Status: Pending")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"\n+{entry}".encode() in next((synthetic.ws.patches / "master").glob("*-Fix.patch")).read_bytes()
+
+
 def test_forward_commits_only_the_changelogs_it_writes(synthetic, master):
     """A file upstream committed with CRLF under a `text` attribute is git's to renormalize, not the patch's."""
     commit(master, {"docs/notes.txt": "line one\r\nline two\r\n"}, "Notes")

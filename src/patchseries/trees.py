@@ -47,7 +47,7 @@ _IN_PROGRESS = {  # what it is, how to finish it, how to abort it
     "REVERT_HEAD": ("a git revert", "git revert --continue", "git revert --abort"),
     "BISECT_LOG": ("a git bisect", "git bisect reset", "git bisect reset"),
 }
-TOOL_ATTRIBUTES = "* merge=text !diff -text\n"  # where the tool runs git am: git's merge and diff, the blobs' bytes
+TOOL_ATTRIBUTES = "* merge=text !diff -text -ident -filter -working-tree-encoding\n"  # git's merge, the blobs' bytes
 _MODE_CHANGE = re.compile(r"(?m)^ ?(?:mode change \d{6} =>|create mode) (\d{6}) (.+)$")  # `git apply --summary`
 _FAILED_FILE = re.compile(r"(?:patch failed: |Merge conflict in |error: |for ')([\w./-]+/[\w./-]+)")
 
@@ -168,7 +168,7 @@ def download_sdist(ws: Workspace, pin: Pin, log: Log) -> Path:
                 with urllib.request.urlopen(pin.sdist_url, timeout=120) as response, sdist.open("xb") as sink:
                     shutil.copyfileobj(response, sink)
                     stage("fetch-download")
-            except (OSError, http.client.HTTPException) as exc:  # URLError is an OSError; InvalidURL an HTTPException
+            except (OSError, http.client.HTTPException, UnicodeError) as exc:  # what urlopen raises for an address
                 raise SeriesError(f"cannot download {pin.sdist_url}: {getattr(exc, 'reason', exc)}") from None
         digest, mismatch = hashlib.sha256(sdist.read_bytes()).hexdigest(), f"sha256 mismatch for {pin.sdist_filename}"
         if digest != pin.sdist_sha256 and sdist != target:
