@@ -562,13 +562,16 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         "<h3>Security</h3>\n\n- Pinned a package\n",  # a heading an entry would be shown under
         "<div><h2>[0.9]</h2></div>\n",
         "Notes: <h2>[0.9]</h2>\n",  # inline
+        '<p title="<!--"></p><h2>[0.9]</h2><p title="-->"></p>\n',  # no comment: `<!--` in an attribute
+        "<!--> <h3>Security</h3> -->\n",  # `<!-->` is a whole comment
+        "<!-- <h2>[0.9]</h2> -->\n",  # a comment: which HTML hides what is no guess of forward's
     ],
 )
 def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html):
     """GitHub shows it as a heading, which forward cannot place entries around: it refuses rather than guess."""
     path = _changelog(tmp_path, text := f"## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n{html}\n### Fixed\n\n-\n")
 
-    with pytest.raises(SeriesError, match=r"^the target's CHANGELOG.md has a heading written in HTML \(line \d+\)"):
+    with pytest.raises(SeriesError, match=r"^the target's CHANGELOG.md has HTML with a heading tag \(line \d+\)"):
         add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
     assert path.read_text() == text
@@ -606,12 +609,6 @@ def test_an_entry_the_release_shows_in_code_or_a_comment_is_refused(synthetic, m
     )
 
 
-def test_a_heading_tag_in_a_comment_shows_nothing_and_is_no_refusal(tmp_path):
-    path = _changelog(tmp_path, "<!-- <h2>old</h2> -->\n\n## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n")
-
-    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
-
-
 def test_an_entry_is_forwarded_as_its_bytes_whatever_upstreams_attributes_convert(synthetic, master):
     """Where forward runs git, files are the blobs' bytes: no keyword, encoding or filter of upstream's converts."""
     attributes = "src/fakelib/CHANGELOG.md ident working-tree-encoding=ISO-8859-1 filter=none\n"
@@ -625,6 +622,28 @@ def test_an_entry_is_forwarded_as_its_bytes_whatever_upstreams_attributes_conver
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"\n+{entry}".encode() in next((synthetic.ws.patches / "master").glob("*-Fix.patch")).read_bytes()
+
+
+def test_an_entry_the_release_shows_under_no_third_level_heading_goes_under_changed(synthetic, master):
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    notes = f"{changelog.read_text()}\n## Notes for users\n"
+    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": notes}, "Notes\n\nUpstream-Status: Inappropriate [ours]")
+    files = {"src/fakelib/CHANGELOG.md": f"{notes}\n- Noted a thing\n"}
+
+    proc = _forward_after(synthetic, master, files, "Note a thing\n\nUpstream-Status: Pending")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    forwarded = next((synthetic.ws.patches / "master").glob("*-Note-a-thing.patch")).read_text()
+    assert "+### Changed\n+\n+- Noted a thing\n" in forwarded  # not under the release's last ### Fixed
+
+
+@pytest.mark.parametrize("bullet", ["-", "*", "+"])
+def test_an_empty_item_of_any_bullet_is_the_placeholder_replaced(tmp_path, bullet):
+    path = _changelog(tmp_path, f"## [unreleased]\n\n### Fixed\n\n{bullet}\n\n## [1.0]\n")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text() == "## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n\n## [1.0]\n"
 
 
 def test_forward_commits_only_the_changelogs_it_writes(synthetic, master):

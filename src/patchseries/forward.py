@@ -29,7 +29,7 @@ _DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-[a-z0-9-]+)")  # any case: 
 _KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
 _MD = MarkdownIt("commonmark")  # as GitHub reads a CHANGELOG: its tables and task lists hold no heading or item
-_HTML_HEADING = re.compile(r"(?is)<!--.*?-->|(<h[1-6][\s/>])")  # a heading tag; one in a comment shows nothing
+_HTML_HEADING = re.compile(r"(?i)<h[1-6]")  # anywhere in HTML, a comment's too: which HTML shows is no guess of ours
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -166,8 +166,8 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
         if not any(t.type == "list_item_open" and t.level == 1 and t.map and t.map[0] == line for t in tokens):
             raise SeriesError(f"{patch.name} adds {entry.partition(chr(10))[0][:40]!r} where the release's {path} "
                               "shows no item of a list (in code or a comment): move it out, or drop it")  # fmt: skip
-        above = [title for at, tag, title in shown if tag == "h3" and at < line] or ["Changed"]
-        found.append((path, f"### {above[-1]}", entry))
+        above = [(tag, title) for at, tag, title in shown if at < line and tag in ("h1", "h2", "h3")][-1:]  # its own
+        found.append((path, f"### {above[0][1] if above and above[0][0] == 'h3' else 'Changed'}", entry))
     return found
 
 
@@ -224,10 +224,10 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
 
 def _headings(tokens: list[Token], name: str) -> list[tuple[int, str, str]]:  # (line, h1-h6, shown text) at the top
     html = [t.map[0] + 1 for t in tokens if t.map for c in [t, *(t.children or [])]
-            if c.type.startswith("html_") and any(m[1] for m in _HTML_HEADING.finditer(c.content))]  # fmt: skip
+            if c.type.startswith("html_") and _HTML_HEADING.search(c.content)]  # fmt: skip
     if html:  # GitHub shows it as a heading: a section's start or end, or an entry's heading, forward would not see
-        raise SeriesError(f"{name} has a heading written in HTML (line {html[0]}), which forward does not read: "
-                          "write it in Markdown (`## ...`), or pin a commit whose CHANGELOG does")  # fmt: skip
+        raise SeriesError(f"{name} has HTML with a heading tag (line {html[0]}), which forward does not read: "
+                          "write headings in Markdown (`## ...`), or pin a commit whose CHANGELOG does")  # fmt: skip
     return [
         (t.map[0], t.tag, _title(i)) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map and not t.level
     ]
@@ -259,7 +259,7 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     ends = [at for at, title in old.headings if (title in later if mine is None else at > mine)]  # where its list ends
     first, block = (old.headings[0][0], [heading, "", entry]) if mine is None else (mine, [entry])  # new heading?
     texts = [i for i in range(first + 1, min(ends, default=old.end)) if old.lines[i].strip(" \t\r\n")]
-    empty = mine is not None and [old.items.get(i, "").strip(" \t") for i in texts] == ["-"]  # upstream's placeholder
+    empty = mine is not None and [old.items.get(i, "").strip(" \t") for i in texts] in (["-"], ["*"], ["+"])  # empty
     at, added = texts[0] if empty else (texts[-1] if texts else first) + 1, "\n".join(["", *block][empty:]).split("\n")
     eol = (re.findall(r"\r\n?|\n", "".join(old.lines[:at])) or ["\n"])[-1]  # the last before it: its CR meets no LF
     lines = [line if line.endswith(("\n", "\r")) else f"{line}{eol}" for line in old.lines]  # the last one too
