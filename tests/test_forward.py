@@ -604,7 +604,7 @@ def test_an_entry_the_release_shows_in_code_or_a_comment_is_refused(synthetic, m
     )
 
     assert proc.returncode == 2
-    assert "adds '- Fixed a third thing' where the release's src/fakelib/CHANGELOG.md shows no item of a list" in (
+    assert "adds '- Fixed a third thing' where the release's src/fakelib/CHANGELOG.md shows no item of its own" in (
         proc.stderr
     )
 
@@ -644,6 +644,41 @@ def test_an_empty_item_of_any_bullet_is_the_placeholder_replaced(tmp_path, bulle
     assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
     assert path.read_text() == "## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n\n## [1.0]\n"
+
+
+def test_an_entry_the_release_reads_with_lines_it_does_not_add_is_refused(synthetic, master):
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    notes = f"{changelog.read_text()}\nSee the migration notes.\n"
+    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": notes}, "Notes\n\nUpstream-Status: Inappropriate [ours]")
+    files = {"src/fakelib/CHANGELOG.md": notes.replace("\nSee", "\n- Fixed a third thing\nSee")}  # a lazy line of it
+
+    proc = _forward_after(synthetic, master, files, "Fix a third\n\nUpstream-Status: Pending")
+
+    assert proc.returncode == 2
+    assert "adds '- Fixed a third thing' where the release's src/fakelib/CHANGELOG.md shows no item of its own" in (
+        proc.stderr
+    )
+
+
+def test_a_release_heading_written_as_a_link_is_the_targets_heading_of_that_text(synthetic, master):
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    linked = changelog.read_text().replace("### Fixed", "### [Fixed](#fixed)")
+    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": linked}, "Link\n\nUpstream-Status: Inappropriate [ours]")
+    files = {"src/fakelib/CHANGELOG.md": linked.replace("(#fixed)\n\n", "(#fixed)\n\n- Fixed a third thing\n\n")}
+
+    proc = _forward_after(synthetic, master, files, "Fix a third\n\nUpstream-Status: Pending")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    forwarded = next((synthetic.ws.patches / "master").glob("*-Fix-a-third.patch")).read_text()
+    assert "\n - Fixed the version\n \n+- Fixed a third thing\n" in forwarded  # under master's ### Fixed
+    assert "+###" not in forwarded
+
+
+def test_an_entry_with_trailing_white_space_is_added_and_then_there(tmp_path):
+    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash ")
+    assert not add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash ")
 
 
 def test_forward_commits_only_the_changelogs_it_writes(synthetic, master):

@@ -4,7 +4,6 @@ each patch upstream lacks (not ``Inappropriate``) without DEP-3 trailers, its CH
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
@@ -29,6 +28,7 @@ _DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-[a-z0-9-]+)")  # any case: 
 _KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
 _MD = MarkdownIt("commonmark")  # as GitHub reads a CHANGELOG: its tables and task lists hold no heading or item
+_LINES = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # each with its end, as CommonMark ends lines
 _HTML_HEADING = re.compile(r"(?i)<h[1-6]")  # anywhere in HTML, a comment's too: which HTML shows is no guess of ours
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
@@ -161,11 +161,12 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
     found = []
     for path, index, entry in entries:  # under the heading GitHub shows above it: CommonMark's lines, not git's
         text = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS)
-        line = len(re.findall(r"\r\n?|\n", "".join(f"{part}\n" for part in text.split("\n")[:index])))
+        line = len(_LINES.findall("".join(f"{part}\n" for part in text.split("\n")[:index])))
         shown = _headings(tokens := _MD.parse(text.removeprefix("\ufeff")), f"the release's {path}")
-        if not any(t.type == "list_item_open" and t.level == 1 and t.map and t.map[0] == line for t in tokens):
+        if _items(tokens, _LINES.findall(text)).get(line) != re.sub(r"\r\n?", "\n", entry).rstrip():
             raise SeriesError(f"{patch.name} adds {entry.partition(chr(10))[0][:40]!r} where the release's {path} "
-                              "shows no item of a list (in code or a comment): move it out, or drop it")  # fmt: skip
+                              "shows no item of its own (in code, a comment, or with lines it does not add): move "
+                              "it out, or drop it")  # fmt: skip
         above = [(tag, title) for at, tag, title in shown if at < line and tag in ("h1", "h2", "h3")][-1:]  # its own
         found.append((path, f"### {above[0][1] if above and above[0][0] == 'h3' else 'Changed'}", entry))
     return found
@@ -207,7 +208,7 @@ class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMar
 
 def _unreleased(text: str, changelog: str) -> _Unreleased:
     env: dict[str, Any] = {}  # where the parser keeps the link reference definitions
-    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env), re.findall(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$", text)
+    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env), _LINES.findall(text)
     heads = _headings(tokens, f"the target's {changelog}")
     if len(ours := [at for at, tag, title in heads if tag == "h2" and "unreleased" in title.lower()]) != 1:  # or guess
         raise SeriesError(f"the target's {changelog} shows {len(ours)} second-level headings naming [unreleased], not "
@@ -215,8 +216,7 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
     end = next((at for at, tag, _ in heads if at > ours[0] and tag in ("h1", "h2")), len(lines))
     blocks = [(t.type, t.map[0]) for t in tokens if t.map and not t.level and ours[0] < t.map[0] < end]
     end = next((at for k, (_, at) in enumerate(blocks) if {kind for kind, _ in blocks[k:]} == {"hr"}), end)  # rules
-    items = {t.map[0]: re.sub(r"\r\n?", "\n", "".join(lines[t.map[0] : t.map[1]])).rstrip() for t in tokens
-             if t.type == "list_item_open" and t.level == 1 and t.map and ours[0] < t.map[0] < end}  # fmt: skip
+    items = {at: item for at, item in _items(tokens, lines).items() if ours[0] < at < end}
     headings = [(at, f"{'#' * int(tag[1])} {title}") for at, tag, title in heads if ours[0] <= at < end]
     links = [(label, link["href"], link["title"]) for label, link in env.get("references", {}).items()]
     return _Unreleased(tokens, lines, end, headings, items, links)
@@ -233,25 +233,24 @@ def _headings(tokens: list[Token], name: str) -> list[tuple[int, str, str]]:  # 
     ]
 
 
-def _title(inline: Token) -> str:  # a heading as shown, not its source; a link's text in brackets, as it is written
-    shown = {"link_open": "[", "link_close": "]", "softbreak": " ", "hardbreak": " "}
-    parts = (c.content if c.type in ("text", "code_inline") else shown.get(c.type, "") for c in inline.children or [])
+def _title(inline: Token) -> str:  # a heading as shown, not its source: its text and code, a line break a space
+    parts = (c.content if c.type in ("text", "code_inline") else " " * ("br" in c.type) for c in inline.children or [])
     return "".join(parts).strip()  # and the spaces around an HTML tag or an image
 
 
-def _shape(tokens: list[Token], skip: range) -> Iterator[tuple[str, ...]]:  # what reads, less the blocks opened in skip
-    depth = 0
-    for token in tokens:
-        if depth or token.map and token.map[0] in skip:
-            depth += token.nesting
-        else:
-            yield token.type, token.tag, token.content, token.markup, token.info
+def _items(tokens: list[Token], lines: list[str]) -> dict[int, str]:  # top-level items' lines by the first, stripped
+    spans = [t.map for t in tokens if t.type == "list_item_open" and t.level == 1 and t.map]
+    return {a: re.sub(r"\r\n?", "\n", "".join(lines[a:b])).rstrip() for a, b in spans}
+
+
+def _shape(tokens: list[Token], skip: range) -> list[tuple[Any, ...]]:  # what reads, less the blocks opened in skip
+    return [(t.type, t.tag, t.level, t.content, t.markup, t.info) for t in tokens if t.map and t.map[0] not in skip]
 
 
 def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     """Add ``entry`` to ``heading``'s list in [unreleased], if it then reads as one more item; False if it is there."""
     text = (repo / changelog).read_bytes().decode() if (repo / changelog).is_file() else ""
-    old, wanted = _unreleased(text, changelog), re.sub(r"\r\n?", "\n", entry)  # a CR ends a line for CommonMark
+    old, wanted = _unreleased(text, changelog), re.sub(r"\r\n?", "\n", entry).rstrip()  # CommonMark's line ends
     if any(item[:1] in "-*+" and item[1:] == wanted[1:] for item in old.items.values()):
         return False
     mine = next((at for at, title in old.headings if title == heading), None)
@@ -265,11 +264,10 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     lines = [line if line.endswith(("\n", "\r")) else f"{line}{eol}" for line in old.lines]  # the last one too
     lines[at : at + empty] = [f"{line}{eol}" for line in added]
     written = "".join(lines) if text.endswith(("\n", "\r")) else "".join(lines).removesuffix(eol)
-    new = _unreleased(written, changelog)
-    span = len(new.lines) - len(old.lines) + empty  # the lines added, as CommonMark ends them
+    span = len((new := _unreleased(written, changelog)).lines) - len(old.lines) + empty  # added, in CommonMark's lines
     bullet = at + span - wanted.count("\n") - 1
     under = [h for line, h in new.headings if line < bullet][-1:] == [heading]
-    same = [*_shape(new.tokens, range(at, at + span))] == [*_shape(old.tokens, range(at, at + empty))]
+    same = _shape(new.tokens, range(at, at + span)) == _shape(old.tokens, range(at, at + empty))  # pre-order, levels
     if new.items.get(bullet) != wanted or not under or not same or new.links != old.links:
         raise SeriesError(f"forward cannot add {entry.partition(chr(10))[0][:40]!r} to [unreleased] of the target's "
                           f"{changelog} so that CommonMark reads it as one more item under {heading!r} and the rest "
