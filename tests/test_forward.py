@@ -518,7 +518,7 @@ def test_a_heading_in_a_quote_or_an_item_is_neither_the_section_nor_its_heading(
 
 
 @pytest.mark.parametrize(
-    "shown",  # each shows "[unreleased]" (a link's text in brackets, as it is written), as GitHub renders it
+    "shown",  # each shows "[unreleased]" as GitHub renders it
     [
         "\\[unreleased]",
         "&#91;unreleased]",
