@@ -202,7 +202,7 @@ class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMar
     lines: list[str]  # each with its end: "\n", "\r\n" or a lone "\r", as CommonMark ends lines
     end: int  # the line after its last block, a closing rule (`---`) less
     headings: list[tuple[int, str]]  # (line, "### Fixed") of each heading in it, its own first
-    items: dict[int, str]  # the lines of each item of a list at its top, by its first line, trailing blank lines less
+    items: dict[int, str]  # the lines of each item of a list at its top, by its first line, trailing white space less
     links: list[tuple[str, str, str]]  # its link reference definitions (kept out of its tokens): label, URL, title
 
 
