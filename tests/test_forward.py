@@ -675,10 +675,24 @@ def test_a_release_heading_written_as_a_link_is_the_targets_heading_of_that_text
 
 
 def test_an_entry_with_trailing_white_space_is_added_and_then_there(tmp_path):
-    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n")
+    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n- Fixed a race\n  \n  in `save`\n")
 
     assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash ")
     assert not add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash ")
+    assert not add_entry(tmp_path, path.name, "### Fixed", "- Fixed a race\n\n  in `save`")  # a blank line of spaces
+
+
+def test_an_entry_in_a_changelog_git_would_call_binary_is_forwarded(synthetic, master):
+    """A NUL makes git call the file binary: its diff is still read as text, so no entry goes unseen."""
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    nul = changelog.read_text().replace("# Changelog", "# Changelog\0", 1)
+    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": nul}, "NUL\n\nUpstream-Status: Inappropriate [ours]")
+    files = {"src/fakelib/CHANGELOG.md": f"{nul}\n- Fixed a third thing\n", "src/fakelib/third.py": "X = 3\n"}
+
+    proc = _forward_after(synthetic, master, files, "Fix a third\n\nUpstream-Status: Pending")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "+- Fixed a third thing\n" in next((synthetic.ws.patches / "master").glob("*-Fix-a-third.patch")).read_text()
 
 
 def test_forward_commits_only_the_changelogs_it_writes(synthetic, master):

@@ -154,7 +154,7 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
         raise SeriesError(f"{patch.name} does not apply to tag {tag}; run `{check}` first")
     if release_only(patch):  # its entries stay in the release series
         return []
-    entries, others = changelog_entries(git("show", "--format=", "HEAD", cwd=repo).stdout)  # as git am read the mail
+    entries, others = changelog_entries(git("show", "--text", "--format=", "HEAD", cwd=repo).stdout)  # a NUL's too
     if others:
         raise SeriesError(f"{patch.name} {others[0]}: forward carries `- ` entries with indented lines only; write "
                           "it so, or move it to a patch marked `Upstream-Status: Inappropriate [why]`")  # fmt: skip
@@ -238,9 +238,9 @@ def _title(inline: Token) -> str:  # a heading as shown, not its source: its tex
     return "".join(parts).strip()  # and the spaces around an HTML tag or an image
 
 
-def _items(tokens: list[Token], lines: list[str]) -> dict[int, str]:  # top-level items' lines by the first, stripped
+def _items(tokens: list[Token], lines: list[str]) -> dict[int, str]:  # top-level items' lines, white space as blank
     spans = [t.map for t in tokens if t.type == "list_item_open" and t.level == 1 and t.map]
-    return {a: re.sub(r"\r\n?", "\n", "".join(lines[a:b])).rstrip() for a, b in spans}
+    return {a: re.sub(r"(?m)^[ \t]+$", "", re.sub(r"\r\n?", "\n", "".join(lines[a:b]))).rstrip() for a, b in spans}
 
 
 def _shape(tokens: list[Token], skip: range) -> list[tuple[Any, ...]]:  # what reads, less the blocks opened in skip
