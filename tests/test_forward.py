@@ -565,13 +565,17 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         '<p title="<!--"></p><h2>[0.9]</h2><p title="-->"></p>\n',  # no comment: `<!--` in an attribute
         "<!--> <h3>Security</h3> -->\n",  # `<!-->` is a whole comment
         "<!-- <h2>[0.9]</h2> -->\n",  # a comment: which HTML hides what is no guess of forward's
+        "### ![Security](s.png)\n",  # an image: no text to name the heading by
     ],
 )
 def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html):
     """GitHub shows it as a heading, which forward cannot place entries around: it refuses rather than guess."""
     path = _changelog(tmp_path, text := f"## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n{html}\n### Fixed\n\n-\n")
 
-    with pytest.raises(SeriesError, match=r"^the target's CHANGELOG.md has HTML with a heading tag \(line \d+\)"):
+    with pytest.raises(
+        SeriesError,
+        match=r"^the target's CHANGELOG.md has a heading forward cannot read \(in HTML, or with no text\) at line \d+",
+    ):
         add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
     assert path.read_text() == text

@@ -223,14 +223,15 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
 
 
 def _headings(tokens: list[Token], name: str) -> list[tuple[int, str, str]]:  # (line, h1-h6, shown text) at the top
-    html = [t.map[0] + 1 for t in tokens if t.map for c in [t, *(t.children or [])]
-            if c.type.startswith("html_") and _HTML_HEADING.search(c.content)]  # fmt: skip
-    if html:  # GitHub shows it as a heading: a section's start or end, or an entry's heading, forward would not see
-        raise SeriesError(f"{name} has HTML with a heading tag (line {html[0]}), which forward does not read: "
-                          "write headings in Markdown (`## ...`), or pin a commit whose CHANGELOG does")  # fmt: skip
-    return [
+    heads = [
         (t.map[0], t.tag, _title(i)) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map and not t.level
     ]
+    odd = [at + 1 for at, _, title in heads if not title] + [t.map[0] + 1 for t in tokens if t.map for c in
+           [t, *(t.children or [])] if c.type.startswith("html_") and _HTML_HEADING.search(c.content)]  # fmt: skip
+    if odd:  # GitHub shows a heading forward cannot name: a section's start or end, or an entry's heading, unseen
+        raise SeriesError(f"{name} has a heading forward cannot read (in HTML, or with no text) at line {min(odd)}: "
+                          "write headings as Markdown text, or pin a commit whose CHANGELOG does")  # fmt: skip
+    return heads
 
 
 def _title(inline: Token) -> str:  # a heading as shown, not its source: its text and code, a line break a space
