@@ -566,6 +566,8 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         "<!--> <h3>Security</h3> -->\n",  # `<!-->` is a whole comment
         "<!-- <h2>[0.9]</h2> -->\n",  # a comment: which HTML hides what is no guess of forward's
         "### ![Security](s.png)\n",  # an image: no text to name the heading by
+        "2.6.5 (hotfix)\n<search>\n-----\n",  # GitHub reads <search> inline, so this is an h2 there
+        "Notes:\n<source>\n",  # and <source> as an HTML block
     ],
 )
 def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html):
@@ -728,6 +730,14 @@ def test_lines_added_after_an_lf_line_end_in_lf_though_the_first_ends_in_a_lone_
     assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
     assert path.read_bytes() == b"## [unreleased]\r\n### Fixed\n\n- Fixed a bug\n\n- Fixed a crash\n\n## [1.0]\n"
+
+
+def test_a_dashed_line_under_a_table_is_a_rule_not_a_heading_as_github_reads_it(tmp_path):
+    table = "| status |\n| - |\n| [unreleased] - YYYY |\n---\n"
+    path = _changelog(tmp_path, f"## [2.7.0]\n\n{table}\n### Fixed\n\n- Fixed a bug\n")
+
+    with pytest.raises(SeriesError, match=r"shows 0 second-level headings naming \[unreleased\]"):
+        add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
 
 def test_an_entry_under_a_quoted_second_level_heading_is_still_in_the_section(tmp_path):

@@ -27,9 +27,9 @@ DEP3_KEYS = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream"
 _DEP3 = re.compile(rf"(?i)({'|'.join(DEP3_KEYS)}|Bug-[a-z0-9-]+)")  # any case: the release's trailers, not upstream's
 _KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
-_MD = MarkdownIt("commonmark")  # as GitHub reads a CHANGELOG: its tables and task lists hold no heading or item
+_MD = MarkdownIt("commonmark").enable("table")  # as GitHub reads a CHANGELOG: its tables too (`---` under one: a rule)
 _LINES = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # each with its end, as CommonMark ends lines
-_HTML_HEADING = re.compile(r"(?i)<h[1-6]")  # anywhere in HTML, a comment's too: which HTML shows is no guess of ours
+_HTML_HEADING = re.compile(r"(?i)<(h[1-6]|search|source)\b")  # a heading, a comment's too; 2 tags GitHub reads apart
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
