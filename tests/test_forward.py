@@ -568,6 +568,7 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         "### ![Security](s.png)\n",  # an image: no text to name the heading by
         "2.6.5 (hotfix)\n<search>\n-----\n",  # GitHub reads <search> inline, so this is an h2 there
         "Notes:\n<source>\n",  # and <source> as an HTML block
+        "<!x\n## [0.9]\n>\n",  # and `<!` and a small letter as text: no declaration hides the heading there
     ],
 )
 def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html):

@@ -29,7 +29,7 @@ _KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
 _MD = MarkdownIt("commonmark").enable("table")  # as GitHub reads a CHANGELOG: its tables too (`---` under one: a rule)
 _LINES = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # each with its end, as CommonMark ends lines
-_HTML_HEADING = re.compile(r"(?i)<(h[1-6]|search|source)\b")  # a heading, a comment's too; 2 tags GitHub reads apart
+_HTML_HEADING = re.compile(r"(?i)<(h[1-6]|search|source)\b|<![a-z]")  # a heading, in a comment too; GitHub's apart
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
