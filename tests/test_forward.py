@@ -566,9 +566,6 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         "<!--> <h3>Security</h3> -->\n",  # `<!-->` is a whole comment
         "<!-- <h2>[0.9]</h2> -->\n",  # a comment: which HTML hides what is no guess of forward's
         "### ![Security](s.png)\n",  # an image: no text to name the heading by
-        "2.6.5 (hotfix)\n<search>\n-----\n",  # GitHub reads <search> inline, so this is an h2 there
-        "Notes:\n<source>\n",  # and <source> as an HTML block
-        "<!x\n## [0.9]\n>\n",  # and `<!` and a small letter as text: no declaration hides the heading there
     ],
 )
 def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html):
@@ -578,6 +575,31 @@ def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html
     with pytest.raises(
         SeriesError,
         match=r"^the target's CHANGELOG.md has a heading forward cannot read \(in HTML, or with no text\) at line \d+",
+    ):
+        add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text() == text
+
+
+@pytest.mark.parametrize(
+    "markdown",
+    [
+        "2.6.5 (hotfix)\n<search>\n-----\n",  # GitHub (cmark-gfm) reads <search> inline, so this is an h2 there
+        "Notes:\n<source>\n### Security\n",  # and <source> as an HTML block, which ends the paragraph
+        "Notes:\n<source>\nmore notes\n",  # the same, with no heading: the paragraph GitHub shows is shorter
+        "<!x\n## [0.9]\n>\n",  # and `<!` and a small letter as text: no declaration hides the heading there
+        "[^1]: a footnote, which GitHub shows at the page's foot\n",  # CommonMark: a link reference definition
+    ],
+)
+def test_a_changelog_github_reads_otherwise_than_commonmark_is_refused_and_nothing_written(tmp_path, markdown):
+    """forward places entries by CommonMark 0.31's reading; where GitHub's own renderer reads blocks otherwise, neither
+    reading of the section can be trusted to be what a maintainer sees, so it refuses instead of guessing."""
+    path = _changelog(
+        tmp_path, text := f"## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n{markdown}\n### Fixed\n\n-\n"
+    )
+
+    with pytest.raises(
+        SeriesError, match=r"^the target's CHANGELOG.md reads otherwise on GitHub \(cmark-gfm\) than in"
     ):
         add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from itertools import pairwise
+from itertools import pairwise, zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import cmarkgfm
+from cmarkgfm.cmark import Options
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
@@ -29,7 +31,10 @@ _KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
 _MD = MarkdownIt("commonmark").enable("table")  # as GitHub reads a CHANGELOG: its tables too (`---` under one: a rule)
 _LINES = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # each with its end, as CommonMark ends lines
-_HTML_HEADING = re.compile(r"(?i)<(h[1-6]|search|source)\b|<![a-z]")  # a heading, in a comment too; GitHub's apart
+_HTML_HEADING = re.compile(r"(?i)<h[1-6]\b")  # in a comment too: which HTML hides what is no guess of forward's
+_GITHUB = Options.CMARK_OPT_SOURCEPOS | Options.CMARK_OPT_FOOTNOTES  # GitHub's own renderer, each block's lines
+_BLOCK = r"h[1-6]|p|[uo]l|li|blockquote|hr|pre|table"  # raw HTML omitted: no attribute in its output is the text's
+_SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -162,8 +167,8 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
     for path, index, entry in entries:  # under the heading GitHub shows above it: CommonMark's lines, not git's
         text = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS)
         line = len(_LINES.findall("".join(f"{part}\n" for part in text.split("\n")[:index])))
-        shown = _headings(tokens := _MD.parse(text.removeprefix("\ufeff")), f"the release's {path}")
-        if _items(tokens, _LINES.findall(text)).get(line) != re.sub(r"\r\n?", "\n", entry).rstrip():
+        tokens, lines, shown = _read(text, f"the release's {path}")
+        if _items(tokens, lines).get(line) != re.sub(r"\r\n?", "\n", entry).rstrip():
             raise SeriesError(f"{patch.name} adds {entry.partition(chr(10))[0][:40]!r} where the release's {path} "
                               "shows no item of its own (in code, a comment, or with lines it does not add): move "
                               "it out, or drop it")  # fmt: skip
@@ -208,8 +213,7 @@ class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMar
 
 def _unreleased(text: str, changelog: str) -> _Unreleased:
     env: dict[str, Any] = {}  # where the parser keeps the link reference definitions
-    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env), _LINES.findall(text)
-    heads = _headings(tokens, f"the target's {changelog}")
+    tokens, lines, heads = _read(text, f"the target's {changelog}", env)
     if len(ours := [at for at, tag, title in heads if tag == "h2" and "unreleased" in title.lower()]) != 1:  # or guess
         raise SeriesError(f"the target's {changelog} shows {len(ours)} second-level headings naming [unreleased], not "
                           "one: pin a commit with one for the series' entries")  # fmt: skip
@@ -222,7 +226,21 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
     return _Unreleased(tokens, lines, end, headings, items, links)
 
 
-def _headings(tokens: list[Token], name: str) -> list[tuple[int, str, str]]:  # (line, h1-h6, shown text) at the top
+def _read(text: str, name: str, env: dict[str, Any] | None = None) -> tuple[list[Token], list[str], list[Any]]:
+    """``text``'s tokens, lines and (line, h1-h6, shown text) of each top heading, if GitHub reads its blocks alike."""
+    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), {} if env is None else env), _LINES.findall(text)
+
+    def block(first: int, end: int, tag: str) -> tuple[int, int, str]:  # its lines, less blank ones at its end
+        return first, first + len(_LINES.findall("".join(lines[first:end]).rstrip(" \t\r\n"))), tag
+
+    shown = [(t.map, "pre" if t.tag == "code" else t.tag) for t in tokens if t.map and not t.hidden]
+    ours = sorted(block(at[0], at[1], tag) for at, tag in shown if re.fullmatch(_BLOCK, tag))
+    html = cmarkgfm.github_flavored_markdown_to_html(text.encode(errors=ENCODING_ERRORS).decode(errors="replace"),
+                                                     _GITHUB)  # fmt: skip  # bytes not UTF-8 as GitHub shows them
+    github = sorted(block(int(a) - 1, int(b), tag) for tag, a, b in _SOURCEPOS.findall(html))
+    if apart := [min(a, b) for a, b in zip_longest(ours, github, fillvalue=(len(lines), 0, "")) if a != b]:
+        raise SeriesError(f"{name} reads otherwise on GitHub (cmark-gfm) than in CommonMark 0.31 from line "
+                          f"{apart[0][0] + 1}: write it so both read it alike, or pin a commit whose CHANGELOG does")  # fmt: skip
     heads = [
         (t.map[0], t.tag, _title(i)) for t, i in pairwise(tokens) if t.type == "heading_open" and t.map and not t.level
     ]
@@ -231,7 +249,7 @@ def _headings(tokens: list[Token], name: str) -> list[tuple[int, str, str]]:  # 
     if odd:  # GitHub shows a heading forward cannot name: a section's start or end, or an entry's heading, unseen
         raise SeriesError(f"{name} has a heading forward cannot read (in HTML, or with no text) at line {min(odd)}: "
                           "write headings as Markdown text, or pin a commit whose CHANGELOG does")  # fmt: skip
-    return heads
+    return tokens, lines, heads
 
 
 def _title(inline: Token) -> str:  # a heading as shown, not its source: its text and code, a line break a space
