@@ -589,6 +589,7 @@ def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html
         "Notes:\n<source>\nmore notes\n",  # the same, with no heading: the paragraph GitHub shows is shorter
         "<!x\n## [0.9]\n>\n",  # and `<!` and a small letter as text: no declaration hides the heading there
         "[^1]: a footnote, which GitHub shows at the page's foot\n",  # CommonMark: a link reference definition
+        "### ~Security~\n",  # GitHub shows "Security" struck through, CommonMark "~Security~"
     ],
 )
 def test_a_changelog_github_reads_otherwise_than_commonmark_is_refused_and_nothing_written(tmp_path, markdown):
