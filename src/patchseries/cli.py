@@ -209,8 +209,7 @@ def cmd_export(args: argparse.Namespace, ws: Workspace) -> int:
         author=args.author, refuse_placeholder_authors=True, edit=edit, log=print,
     )  # fmt: skip
     print(f"exported {len(names)} patches from {tree} ({args.branch}) to {ws.patches}")
-    unlisted = sorted(path.name for path in ws.patches.glob("*.patch") if path.name not in names)
-    if unlisted:  # a contributor's files: export neither wrote nor removed them
+    if unlisted := sorted(path.name for path in ws.patches.glob("*.patch") if path.name not in names):
         print(f"left {', '.join(unlisted)} in {ws.patches}: series does not list {'them' if unlisted[1:] else 'it'}, "
               "and export writes and removes only the series' own patches")  # fmt: skip
     return 0
