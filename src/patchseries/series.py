@@ -78,8 +78,7 @@ def read_series(series_file: Path) -> list[Patch]:
     seen: dict[Path, int] = {}  # by the file itself: ./0001-x.patch and 0001-x.patch are one patch
     patches = []
     for number, name in _listed(series_file):
-        path = series_file.parent / name
-        resolved = path.resolve()
+        resolved = (path := series_file.parent / name).resolve()
         if directory not in resolved.parents:
             raise SeriesError(f"{series_file} line {number} names {name}, outside {directory}; list "
                               "patch files of that folder only")  # fmt: skip
