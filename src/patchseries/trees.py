@@ -415,7 +415,6 @@ def _commits_remedy(ws: Workspace, pin: Pin, patches: list[Patch], source: BaseS
 
 
 def refuse_operation_in_progress(repo: Path) -> None:
-    """Refuse a repository with a rebase, am, merge, cherry-pick, revert or bisect stopped in any of its worktrees."""
     for worktree in gitcmd.worktrees(repo):
         for name, (what, finish, abort) in _IN_PROGRESS.items():
             if git_path(worktree, name).exists():
@@ -424,7 +423,6 @@ def refuse_operation_in_progress(repo: Path) -> None:
 
 
 def apply_series(base: BaseTree, patches: list[Patch], pin: Pin, log: Log) -> ApplyResult:
-    """Apply ``patches`` on branch ``series`` of the fresh repository ``base``; raise if one does not apply."""
     repo, result = base.path, ApplyResult(head="")
     git("checkout", "--quiet", "-b", SERIES_BRANCH, BASE_REF, cwd=repo)
     (attributes := git_path(repo, "info/attributes")).write_text(TOOL_ATTRIBUTES)  # until the series is applied
@@ -466,7 +464,6 @@ def already_present(repo: Path, patch: Path, options: list[str]) -> bool:  # its
 
 
 def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
-    """The files a failed ``git am`` names: unmerged after a three-way merge, or reported by ``git apply``."""
     unmerged = out("diff", "--name-only", "--diff-filter=U", cwd=repo).splitlines()
     return sorted(set(unmerged) | {match.group(1) for match in _FAILED_FILE.finditer(proc.stdout + proc.stderr)})
 
