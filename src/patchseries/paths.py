@@ -67,7 +67,6 @@ class Workspace:  # paths of one run: patches holds the series, workdir all the 
         return tool_command(*args, *self.options)
 
     def command_on(self, patches: str | Path, *args: str | Path) -> str:
-        """:meth:`command` on another series folder: ``--patches patches``, this run's own --workdir."""
         workdir = ("--workdir", self.workdir) if "--workdir" in self.options else ()
         return tool_command(*args, "--patches", patches, *workdir)
 
