@@ -256,7 +256,6 @@ def _not_held(wheel: Path, expected: Files) -> list[str]:
 
 
 def dist_info(wheel: Path, name: str) -> str | None:
-    """The file ``name`` of ``wheel``'s ``.dist-info``; None: it has none, or ``wheel`` is not a wheel."""
     with contextlib.suppress(zipfile.BadZipFile, ValueError, OSError), zipfile.ZipFile(wheel) as archive:
         found = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{name}")]
         return archive.read(found[0]).decode(errors="replace") if found else None
