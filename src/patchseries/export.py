@@ -287,7 +287,6 @@ def scratch_clone(repo: Path, commit: str, scratch: Path) -> Iterator[Path]:
 
 
 def _authored(repo: Path, base: str, branch: str, author: str, scratch: Path) -> tuple[Path, str]:
-    """A scratch clone holding ``base..branch`` re-committed with ``author``, and the range of those commits."""
     name, email = parse_identity(author)
     git("clone", "--quiet", "--shared", "--no-checkout", repo, scratch)
     commits = out("rev-list", "--reverse", f"{base}..{branch}", cwd=repo).split()
