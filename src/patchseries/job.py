@@ -231,7 +231,6 @@ def _place(tree: Path, name: str, files: dict[str, bytes], generated: dict[str, 
 
 
 def _remove_copy(tree: Path, path: str) -> bool:
-    """Remove a copy and the folders it leaves empty; a package marker stays while its folder holds other files."""
     target = tree / path
     names = {p.name for p in target.parent.iterdir()} if target.parent.is_dir() else set()
     if target.name == "__init__.py" and names - {"__init__.py", "__pycache__"}:
