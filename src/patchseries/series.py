@@ -138,7 +138,6 @@ def _listed(series_file: Path) -> list[tuple[int, str]]:
 
 
 def parse_patch(path: Path) -> Patch:
-    """Parse a ``git format-patch`` file; raise if it is not one (one patch a file) or if git cannot read its diff."""
     text = path.read_text(errors="replace")
     lines = text.splitlines()
     headers = HeaderParser(policy=email.policy.default).parsestr(text.removeprefix("\ufeff"))  # BOM: am says why
