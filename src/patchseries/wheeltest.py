@@ -104,7 +104,6 @@ def run_wheel_test(
 
 
 def _write_suite(source: Path, root: Path, suites: list[str], mapping: release.PackageMapping) -> list[str]:
-    """The acceptance suite of ``suites`` in ``root/tests``, mapped, with RunIf and markers; its test modules."""
     files = [r for r in source_files(source) if r.split("/", 1)[0] in suites]
     written = [(root / "tests" / r, (source / r).read_text(errors="surrogateescape")) for r in files]
     for suite in (suite for suite in suites if f"{suite}/helpers/runif.py" not in files):
