@@ -361,6 +361,16 @@ def test_a_missing_heading_is_added_in_keep_a_changelog_order(tmp_path):
     )
 
 
+@pytest.mark.parametrize("shown", ["### Fixed  bugs", "### Fixed ~bugs~", "### Fixed&#32;bugs"])
+def test_a_heading_is_the_text_github_shows(tmp_path, shown):
+    """White space collapsed, a strikethrough's marks less (GFM): the target's heading, so no second one is added."""
+    path = _changelog(tmp_path, f"## [unreleased]\n\n{shown}\n\n- Fixed y\n\n## [1.0]\n")
+
+    add_entry(tmp_path, path.name, "### Fixed bugs", "- Fixed z")
+
+    assert path.read_text() == f"## [unreleased]\n\n{shown}\n\n- Fixed y\n\n- Fixed z\n\n## [1.0]\n"
+
+
 @pytest.mark.parametrize(
     "line", ["- Fixed a\u2028b", "- Fixed a\rb", "- Fixed a"]
 )  # U+2028 or a lone CR in upstream's line: no line break; the last: a file without a final newline
@@ -589,7 +599,6 @@ def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html
         "Notes:\n<source>\nmore notes\n",  # the same, with no heading: the paragraph GitHub shows is shorter
         "<!x\n## [0.9]\n>\n",  # and `<!` and a small letter as text: no declaration hides the heading there
         "[^1]: a footnote, which GitHub shows at the page's foot\n",  # CommonMark: a link reference definition
-        "### ~Security~\n",  # GitHub shows "Security" struck through, CommonMark "~Security~"
     ],
 )
 def test_a_changelog_github_reads_otherwise_than_commonmark_is_refused_and_nothing_written(tmp_path, markdown):

@@ -36,7 +36,7 @@ _HTML_HEADING = re.compile(r"(?i)<h[1-6]\b")  # in a comment too: which HTML hid
 _GITHUB = Options.CMARK_OPT_SOURCEPOS | Options.CMARK_OPT_FOOTNOTES  # GitHub's own renderer, each block's lines
 _BLOCK = r"h[1-6]|p|[uo]l|li|blockquote|hr|pre|table"  # raw HTML omitted: no attribute in its output is the text's
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')
-_HEADING_HTML = re.compile(r'<(h[1-6]) data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # its shown text within
+_HEADING_HTML = re.compile(r'<(h[1-6]) data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -232,31 +232,27 @@ def _read(text: str, name: str, env: dict[str, Any] | None = None) -> tuple[list
     """``text``'s tokens, lines and (line, h1-h6, shown text) of each top heading, if GitHub reads its blocks alike."""
     tokens, lines = _MD.parse(text.removeprefix("\ufeff"), {} if env is None else env), _LINES.findall(text)
 
-    def block(first: int, end: int, tag: str, title: str) -> tuple[int, int, str, list[str]]:  # less blank end lines
-        return first, first + len(_LINES.findall("".join(lines[first:end]).rstrip(" \t\r\n"))), tag, title.split()
+    def block(first: int, end: int, tag: str) -> tuple[int, int, str]:  # its lines, less blank ones at its end
+        return first, first + len(_LINES.findall("".join(lines[first:end]).rstrip(" \t\r\n"))), tag
 
-    shown = [(t.map, t.level, "pre" if t.tag == "code" else t.tag, _title(tokens[k + 1]) if t.type == "heading_open"
-              else "") for k, t in enumerate(tokens) if t.map and not t.hidden]  # fmt: skip
-    ours = sorted(block(at[0], at[1], tag, title) for at, _, tag, title in shown if re.fullmatch(_BLOCK, tag))
+    ours = sorted(block(t.map[0], t.map[1], t.tag.replace("code", "pre")) for t in tokens
+                  if t.map and not t.hidden and re.fullmatch(f"{_BLOCK}|code", t.tag))  # fmt: skip
     html = cmarkgfm.github_flavored_markdown_to_html(text.encode(errors=ENCODING_ERRORS).decode(errors="replace"),
                                                      _GITHUB)  # fmt: skip  # bytes not UTF-8 as GitHub shows them
-    titles = {(h, a): unescape(re.sub(r"<[^>]*>", "", inner)) for h, a, inner in _HEADING_HTML.findall(html)}
-    github = sorted(block(int(a) - 1, int(b), tag, titles.get((tag, a), "")) for tag, a, b in _SOURCEPOS.findall(html))
-    if at := [min(x, y) for x, y in zip_longest(ours, github, fillvalue=block(len(lines), 0, "", "")) if x != y]:
+    github = sorted(block(int(a) - 1, int(b), tag) for tag, a, b in _SOURCEPOS.findall(html))
+    if at := [min(x, y) for x, y in zip_longest(ours, github, fillvalue=block(len(lines), 0, "")) if x != y]:
         raise SeriesError(f"{name} reads otherwise on GitHub (cmark-gfm) than in CommonMark 0.31 from line "
                           f"{at[0][0] + 1}: write it so both agree, or pin a commit whose CHANGELOG does")  # fmt: skip
-    heads = [(at[0], tag, title) for at, level, tag, title in shown if re.fullmatch("h[1-6]", tag) and not level]
+    shown = {(h, int(a) - 1): " ".join(unescape(re.sub("<[^>]*>", "", inner)).split()) for h, a, inner in
+             _HEADING_HTML.findall(html)}  # fmt: skip  # a heading's text as GitHub shows it, HTML tags less
+    heads = [(t.map[0], t.tag, shown.get((t.tag, t.map[0]), "")) for t in tokens
+             if t.type == "heading_open" and t.map and not t.level]  # fmt: skip
     odd = [at + 1 for at, _, title in heads if not title] + [t.map[0] + 1 for t in tokens if t.map for c in
            [t, *(t.children or [])] if c.type.startswith("html_") and _HTML_HEADING.search(c.content)]  # fmt: skip
     if odd:  # GitHub shows a heading forward cannot name: a section's start or end, or an entry's heading, unseen
         raise SeriesError(f"{name} has a heading forward cannot read (in HTML, or with no text) at line {min(odd)}: "
                           "write headings as Markdown text, or pin a commit whose CHANGELOG does")  # fmt: skip
     return tokens, lines, heads
-
-
-def _title(inline: Token) -> str:  # a heading as shown, not its source: its text and code, a line break a space
-    parts = (c.content if c.type in ("text", "code_inline") else " " * ("br" in c.type) for c in inline.children or [])
-    return "".join(parts).strip()  # and the spaces around an HTML tag or an image
 
 
 def _items(tokens: list[Token], lines: list[str]) -> dict[int, str]:  # top-level items' lines, white space as blank
