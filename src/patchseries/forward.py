@@ -10,8 +10,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import cmarkgfm
-from cmarkgfm.cmark import Options
+from cmarkgfm import Options, github_flavored_markdown_to_html
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
@@ -33,10 +32,10 @@ _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive
 _MD = MarkdownIt("commonmark").enable("table")  # as GitHub reads a CHANGELOG: its tables too (`---` under one: a rule)
 _LINES = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # each with its end, as CommonMark ends lines
 _HTML_HEADING = re.compile(r"(?i)<h[1-6]\b")  # in a comment too: which HTML hides what is no guess of forward's
-_GITHUB = Options.CMARK_OPT_SOURCEPOS | Options.CMARK_OPT_FOOTNOTES  # GitHub's own renderer, each block's lines
+_GITHUB = Options.CMARK_OPT_SOURCEPOS | Options.CMARK_OPT_FOOTNOTES  # GitHub's own renderer (UTF-8 only): block lines
 _BLOCK = r"h[1-6]|p|[uo]l|li|blockquote|hr|pre|table"  # raw HTML omitted: no attribute in its output is the text's
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')
-_HEADING_HTML = re.compile(r'<(h[1-6]) data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)
+_HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -229,7 +228,7 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
 
 
 def _read(text: str, name: str, env: dict[str, Any] | None = None) -> tuple[list[Token], list[str], list[Any]]:
-    """``text``'s tokens, lines and (line, h1-h6, shown text) of each top heading, if GitHub reads its blocks alike."""
+    """``text``'s tokens, lines and (line, h1-h6, shown text) of each top heading, if forward reads all GitHub shows."""
     tokens, lines = _MD.parse(text.removeprefix("\ufeff"), {} if env is None else env), _LINES.findall(text)
 
     def block(first: int, end: int, tag: str) -> tuple[int, int, str]:  # its lines, less blank ones at its end
@@ -237,21 +236,18 @@ def _read(text: str, name: str, env: dict[str, Any] | None = None) -> tuple[list
 
     ours = sorted(block(t.map[0], t.map[1], t.tag.replace("code", "pre")) for t in tokens
                   if t.map and not t.hidden and re.fullmatch(f"{_BLOCK}|code", t.tag))  # fmt: skip
-    html = cmarkgfm.github_flavored_markdown_to_html(text.encode(errors=ENCODING_ERRORS).decode(errors="replace"),
-                                                     _GITHUB)  # fmt: skip  # bytes not UTF-8 as GitHub shows them
+    html = github_flavored_markdown_to_html(text.encode(errors=ENCODING_ERRORS).decode(errors="replace"), _GITHUB)
     github = sorted(block(int(a) - 1, int(b), tag) for tag, a, b in _SOURCEPOS.findall(html))
-    if at := [min(x, y) for x, y in zip_longest(ours, github, fillvalue=block(len(lines), 0, "")) if x != y]:
-        raise SeriesError(f"{name} reads otherwise on GitHub (cmark-gfm) than in CommonMark 0.31 from line "
-                          f"{at[0][0] + 1}: write it so both agree, or pin a commit whose CHANGELOG does")  # fmt: skip
-    shown = {(h, int(a) - 1): " ".join(unescape(re.sub("<[^>]*>", "", inner)).split()) for h, a, inner in
-             _HEADING_HTML.findall(html)}  # fmt: skip  # a heading's text as GitHub shows it, HTML tags less
-    heads = [(t.map[0], t.tag, shown.get((t.tag, t.map[0]), "")) for t in tokens
+    shown = {int(a) - 1: " ".join(unescape(re.sub("<[^>]*>", "", s)).split()) for a, s in _HEADING_HTML.findall(html)}
+    heads = [(t.map[0], t.tag, shown.get(t.map[0], "")) for t in tokens
              if t.type == "heading_open" and t.map and not t.level]  # fmt: skip
-    odd = [at + 1 for at, _, title in heads if not title] + [t.map[0] + 1 for t in tokens if t.map for c in
-           [t, *(t.children or [])] if c.type.startswith("html_") and _HTML_HEADING.search(c.content)]  # fmt: skip
-    if odd:  # GitHub shows a heading forward cannot name: a section's start or end, or an entry's heading, unseen
-        raise SeriesError(f"{name} has a heading forward cannot read (in HTML, or with no text) at line {min(odd)}: "
-                          "write headings as Markdown text, or pin a commit whose CHANGELOG does")  # fmt: skip
+    odd = [min(x, y)[0] for x, y in zip_longest(ours, github, fillvalue=block(len(lines), 0, "")) if x != y]
+    odd += [at for at, _, title in heads if not title] + [t.map[0] for t in tokens if t.map for c in
+            [t, *(t.children or [])] if c.type.startswith("html_") and _HTML_HEADING.search(c.content)]  # fmt: skip
+    if odd:  # GitHub shows what forward cannot place entries around, or reads otherwise: refused, not guessed
+        raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (a heading in "
+                          "HTML or with no text, or blocks CommonMark 0.31 and GitHub's cmark-gfm read apart): write "
+                          "it as Markdown both read alike, or pin a commit whose CHANGELOG does")  # fmt: skip
     return tokens, lines, heads
 
 
