@@ -14,7 +14,7 @@ from pathlib import Path
 from patchseries import gates, trees
 from patchseries.changed_lines import ChangedLines, added_lines, measure
 from patchseries.errors import SeriesError
-from patchseries.gitcmd import add_excludes, git, git_path
+from patchseries.gitcmd import add_excludes, git, git_path, has_path
 from patchseries.interrupts import write_file
 from patchseries.paths import ACCEPTANCE_DIR, Workspace
 from patchseries.pin import Pin, load_pin
@@ -105,7 +105,7 @@ def run_main_job(
     prepared = prepare(ws, choice, log)
     tree = prepared.base.path
     with recording(tree):  # installing and testing write into the tree: what they make is the tool's
-        upstream_checkout = prepared.base.has_upstream_tests
+        upstream_checkout = has_path(tree, "tests", BASE_REF)  # the base's: the work tree gets the series' tests
         log(f"stage 4/5: environment with torch {torch}")
         extra = gates.requirement_args(ws, tree) if upstream_checkout else ()
         extra += gates.DOCS_REQUIREMENTS if upstream_checkout and gates.changed_pages(tree) else ()

@@ -61,10 +61,6 @@ class BaseTree:
     def base_commit(self) -> str:
         return out("rev-parse", BASE_REF, cwd=self.path)
 
-    @property
-    def has_upstream_tests(self) -> bool:  # the base commit's, not the work tree's, which gets the series' tests
-        return has_path(self.path, "tests", BASE_REF)
-
 
 @dataclass(frozen=True)
 class BaseSource:
