@@ -361,6 +361,16 @@ def test_a_missing_heading_is_added_in_keep_a_changelog_order(tmp_path):
     )
 
 
+def test_an_empty_item_two_blank_lines_and_an_entry_read_as_one_list_on_github_are_no_refusal(tmp_path):
+    """CommonMark 0.31 (markdown-it) reads two lists, GitHub's cmark-gfm one, as upstream's CHANGELOG has had: the
+    same items show either way, so the two are compared by items and headings, not by their lists."""
+    path = _changelog(tmp_path, "## [unreleased]\n\n### Fixed\n\n-\n\n\n- Fixed y\n\n## [1.0]\n")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed z")
+
+    assert path.read_text() == "## [unreleased]\n\n### Fixed\n\n-\n\n\n- Fixed y\n\n- Fixed z\n\n## [1.0]\n"
+
+
 @pytest.mark.parametrize("shown", ["### Fixed  bugs", "### Fixed ~bugs~", "### Fixed&#32;bugs"])
 def test_a_heading_is_the_text_github_shows(tmp_path, shown):
     """White space collapsed, a strikethrough's marks less (GFM): the target's heading, so no second one is added."""
@@ -596,9 +606,8 @@ def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html
     [
         "2.6.5 (hotfix)\n<search>\n-----\n",  # GitHub (cmark-gfm) reads <search> inline, so this is an h2 there
         "Notes:\n<source>\n### Security\n",  # and <source> as an HTML block, which ends the paragraph
-        "Notes:\n<source>\nmore notes\n",  # the same, with no heading: the paragraph GitHub shows is shorter
         "<!x\n## [0.9]\n>\n",  # and `<!` and a small letter as text: no declaration hides the heading there
-        "[^1]: a footnote, which GitHub shows at the page's foot\n",  # CommonMark: a link reference definition
+        "- Fixed a bug\n<source>\nmore notes\n",  # an item GitHub (cmark-gfm) shows one line shorter
     ],
 )
 def test_a_changelog_github_reads_otherwise_than_commonmark_is_refused_and_nothing_written(tmp_path, markdown):
@@ -683,6 +692,24 @@ def test_an_empty_item_of_any_bullet_is_the_placeholder_replaced(tmp_path, bulle
     assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
     assert path.read_text() == "## [unreleased]\n\n### Fixed\n\n- Fixed a crash\n\n## [1.0]\n"
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "- Fixed a third thing\n\n  <!--\n",  # GitHub's HTML: a comment to the page's end, every section after it
+        "- Fixed a third thing ([#1][pr\u00a0])\n\n  [pr\u00a0]: https://example.com/other\n",  # a label GitHub
+    ],  # reads as new, CommonMark 0.31 as upstream's `[pr]` (case folded): upstream's links would change on GitHub
+)
+def test_an_entry_with_html_or_a_link_definition_is_refused(synthetic, master, entry):
+    changelog = (synthetic.tree / "src/fakelib/CHANGELOG.md").read_text()
+    files = {"src/fakelib/CHANGELOG.md": changelog.replace("### Fixed\n\n", f"### Fixed\n\n{entry}\n", 1)}
+
+    proc = _forward_after(synthetic, master, files, "Fix a third\n\nUpstream-Status: Pending")
+
+    assert proc.returncode == 2
+    assert "adds '- Fixed a third thing" in proc.stderr
+    assert "or with HTML or a link definition" in proc.stderr
 
 
 def test_an_entry_the_release_reads_with_lines_it_does_not_add_is_refused(synthetic, master):

@@ -33,8 +33,8 @@ _MD = MarkdownIt("commonmark").enable("table")  # as GitHub reads a CHANGELOG: i
 _LINES = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # each with its end, as CommonMark ends lines
 _HTML_HEADING = re.compile(r"(?i)<h[1-6]\b")  # in a comment too: which HTML hides what is no guess of forward's
 _GITHUB = Options.CMARK_OPT_SOURCEPOS | Options.CMARK_OPT_FOOTNOTES  # GitHub's own renderer (UTF-8 only): block lines
-_BLOCK = r"h[1-6]|p|[uo]l|li|blockquote|hr|pre|table"  # raw HTML omitted: no attribute in its output is the text's
-_SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')
+_BLOCK = r"h[1-6]|li|blockquote|hr|pre|table"  # not lists' or paragraphs' (tight or loose, the same text shows)
+_SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')  # raw HTML omitted: none forged
 _HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
@@ -169,10 +169,12 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
         text = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS)
         line = len(_LINES.findall("".join(f"{part}\n" for part in text.split("\n")[:index])))
         tokens, lines, shown = _read(text, f"the release's {path}")
-        if _items(tokens, lines).get(line) != re.sub(r"\r\n?", "\n", entry).rstrip():
+        parsed = _MD.parse(entry, env := dict[str, Any]())  # GitHub reads its HTML, its link definitions beyond it
+        beyond = env or any(t.type.startswith("html") for b in parsed for t in [b, *(b.children or [])])
+        if _items(tokens, lines).get(line) != re.sub(r"\r\n?", "\n", entry).rstrip() or beyond:
             raise SeriesError(f"{patch.name} adds {entry.partition(chr(10))[0][:40]!r} where the release's {path} "
-                              "shows no item of its own (in code, a comment, or with lines it does not add): move "
-                              "it out, or drop it")  # fmt: skip
+                              "shows no item of its own (in code, a comment, with lines it does not add, or with HTML "
+                              "or a link definition GitHub reads beyond it): move it out, or drop it")  # fmt: skip
         above = [(tag, title) for at, tag, title in shown if at < line and tag in ("h1", "h2", "h3")][-1:]  # its own
         found.append((path, f"### {above[0][1] if above and above[0][0] == 'h3' else 'Changed'}", entry))
     return found
@@ -235,7 +237,7 @@ def _read(text: str, name: str, env: dict[str, Any] | None = None) -> tuple[list
         return first, first + len(_LINES.findall("".join(lines[first:end]).rstrip(" \t\r\n"))), tag
 
     ours = sorted(block(t.map[0], t.map[1], t.tag.replace("code", "pre")) for t in tokens
-                  if t.map and not t.hidden and re.fullmatch(f"{_BLOCK}|code", t.tag))  # fmt: skip
+                  if t.map and re.fullmatch(f"{_BLOCK}|code", t.tag))  # fmt: skip
     html = github_flavored_markdown_to_html(text.encode(errors=ENCODING_ERRORS).decode(errors="replace"), _GITHUB)
     github = sorted(block(int(a) - 1, int(b), tag) for tag, a, b in _SOURCEPOS.findall(html))
     shown = {int(a) - 1: " ".join(unescape(re.sub("<[^>]*>", "", s)).split()) for a, s in _HEADING_HTML.findall(html)}
