@@ -800,6 +800,28 @@ def test_a_dashed_line_under_a_table_is_a_rule_not_a_heading_as_github_reads_it(
         add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
 
+def test_a_table_right_under_a_paragraph_is_read_alike_and_the_entry_added(tmp_path):
+    """cmark-gfm starts such a table on the paragraph's line (its source positions, not what it shows): no refusal."""
+    path = _changelog(tmp_path, "## [unreleased]\n\nNotes\n| a |\n| - |\n| 1 |\n\n### Fixed\n\n- Fixed y\n")
+
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed z")
+
+    assert path.read_text().endswith("### Fixed\n\n- Fixed y\n\n- Fixed z\n")
+
+
+def test_a_release_changelog_forward_cannot_read_names_the_patch_to_change(synthetic, master):
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    notes = f"{changelog.read_text()}\n<h3>Security</h3>\n"  # GitHub shows a heading forward cannot name
+    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": notes}, "Note\n\nUpstream-Status: Inappropriate [ours]")
+    files = {"src/fakelib/CHANGELOG.md": notes.replace("### Fixed\n\n", "### Fixed\n\n- Fixed a third thing\n\n", 1)}
+
+    proc = _forward_after(synthetic, master, files, "Fix a third\n\nUpstream-Status: Pending")
+
+    assert proc.returncode == 2
+    assert "the release's src/fakelib/CHANGELOG.md with 0005-Fix-a-third.patch shows on GitHub what" in proc.stderr
+    assert "write it as Markdown both read alike in 0005-Fix-a-third.patch or before" in proc.stderr
+
+
 def test_an_entry_under_a_quoted_second_level_heading_is_still_in_the_section(tmp_path):
     path = _changelog(
         tmp_path, text := "## [unreleased]\n\n> ## Note\n> See the guide.\n\n### Fixed\n\n- Fixed a crash\n"

@@ -33,7 +33,8 @@ _MD = MarkdownIt("commonmark").enable("table")  # as GitHub reads a CHANGELOG: i
 _LINES = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # each with its end, as CommonMark ends lines
 _HTML_HEADING = re.compile(r"(?i)<h[1-6]\b")  # in a comment too: which HTML hides what is no guess of forward's
 _GITHUB = Options.CMARK_OPT_SOURCEPOS | Options.CMARK_OPT_FOOTNOTES  # GitHub's own renderer (UTF-8 only): block lines
-_BLOCK = r"h[1-6]|li|blockquote|hr|pre|table"  # not lists' or paragraphs' (tight or loose, the same text shows)
+_BLOCK = r"h[1-6]|li|blockquote|hr|pre"  # not lists', paragraphs' (tight or loose, the same text) or tables' (cmark-gfm
+# starts a table that interrupts a paragraph on the paragraph's line): a rule or heading they differ on shows apart
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')  # raw HTML omitted: none forged
 _HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
@@ -168,7 +169,7 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
     for path, index, entry in entries:  # under the heading GitHub shows above it: CommonMark's lines, not git's
         text = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS)
         line = len(_LINES.findall("".join(f"{part}\n" for part in text.split("\n")[:index])))
-        tokens, lines, shown = _read(text, f"the release's {path}")
+        tokens, lines, shown = _read(text, f"the release's {path} with {patch.name}", f"in {patch.name} or before", {})
         parsed = _MD.parse(entry, env := dict[str, Any]())  # GitHub reads its HTML, its link definitions beyond it
         beyond = env or any(t.type.startswith("html") for b in parsed for t in [b, *(b.children or [])])
         if _items(tokens, lines).get(line) != re.sub(r"\r\n?", "\n", entry).rstrip() or beyond:
@@ -216,7 +217,7 @@ class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMar
 
 def _unreleased(text: str, changelog: str) -> _Unreleased:
     env: dict[str, Any] = {}  # where the parser keeps the link reference definitions
-    tokens, lines, heads = _read(text, f"the target's {changelog}", env)
+    tokens, lines, heads = _read(text, f"the target's {changelog}", "or pin a commit whose CHANGELOG does", env)
     if len(ours := [at for at, tag, title in heads if tag == "h2" and "unreleased" in title.lower()]) != 1:  # or guess
         raise SeriesError(f"the target's {changelog} shows {len(ours)} second-level headings naming [unreleased], not "
                           "one: pin a commit with one for the series' entries")  # fmt: skip
@@ -229,9 +230,9 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
     return _Unreleased(tokens, lines, end, headings, items, links)
 
 
-def _read(text: str, name: str, env: dict[str, Any] | None = None) -> tuple[list[Token], list[str], list[Any]]:
+def _read(text: str, name: str, fix: str, env: dict[str, Any]) -> tuple[list[Token], list[str], list[Any]]:
     """``text``'s tokens, lines and (line, h1-h6, shown text) of each top heading, if forward reads all GitHub shows."""
-    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), {} if env is None else env), _LINES.findall(text)
+    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env), _LINES.findall(text)  # env: its link definitions
 
     def block(first: int, end: int, tag: str) -> tuple[int, int, str]:  # its lines, less blank ones at its end
         return first, first + len(_LINES.findall("".join(lines[first:end]).rstrip(" \t\r\n"))), tag
@@ -249,7 +250,7 @@ def _read(text: str, name: str, env: dict[str, Any] | None = None) -> tuple[list
     if odd:  # GitHub shows what forward cannot place entries around, or reads otherwise: refused, not guessed
         raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (a heading in "
                           "HTML or with no text, or blocks CommonMark 0.31 and GitHub's cmark-gfm read apart): write "
-                          "it as Markdown both read alike, or pin a commit whose CHANGELOG does")  # fmt: skip
+                          f"it as Markdown both read alike {fix}")  # fmt: skip
     return tokens, lines, heads
 
 
