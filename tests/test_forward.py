@@ -608,6 +608,9 @@ def test_a_heading_written_in_html_is_refused_and_nothing_written(tmp_path, html
         "Notes:\n<source>\n### Security\n",  # and <source> as an HTML block, which ends the paragraph
         "<!x\n## [0.9]\n>\n",  # and `<!` and a small letter as text: no declaration hides the heading there
         "- Fixed a bug\n<source>\nmore notes\n",  # an item GitHub (cmark-gfm) shows one line shorter
+        "[1.0]: https://example.com/(x\n",  # a link definition for GitHub, text for CommonMark 0.31 (the lone `(`)
+        "[^1]: See the notes\n",  # a footnote definition GitHub hides (nothing refers to it), text for CommonMark
+        "- Fixed a bug\n  <source y<>z<!--\n",  # an HTML block for GitHub (`source`), text for CommonMark 0.31
     ],
 )
 def test_a_changelog_github_reads_otherwise_than_commonmark_is_refused_and_nothing_written(tmp_path, markdown):

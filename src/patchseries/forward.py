@@ -6,17 +6,18 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from html import unescape
-from itertools import zip_longest
+from itertools import pairwise, zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cmarkgfm import Options, github_flavored_markdown_to_html
+from cmarkgfm import Options
+from cmarkgfm import github_flavored_markdown_to_html as github_html
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from patchseries.errors import SeriesError
 from patchseries.export import export_series, scratch_clone
-from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, commit_of, failure_cause, git, git_path, out
+from patchseries.gitcmd import TOOL_IDENTITY, commit_of, failure_cause, git, git_path, out
 from patchseries.interrupts import stage
 from patchseries.paths import tool_command
 from patchseries.pin import Pin
@@ -33,8 +34,7 @@ _MD = MarkdownIt("commonmark").enable("table")  # as GitHub reads a CHANGELOG: i
 _LINES = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # each with its end, as CommonMark ends lines
 _HTML_HEADING = re.compile(r"(?i)<h[1-6]\b")  # in a comment too: which HTML hides what is no guess of forward's
 _GITHUB = Options.CMARK_OPT_SOURCEPOS | Options.CMARK_OPT_FOOTNOTES  # GitHub's own renderer (UTF-8 only): block lines
-_BLOCK = r"h[1-6]|li|blockquote|hr|pre"  # not lists', paragraphs' (tight or loose, the same text) or tables' (cmark-gfm
-# starts a table that interrupts a paragraph on the paragraph's line): a rule or heading they differ on shows apart
+_BLOCK = r"h[1-6]|li|blockquote|hr|pre"  # not lists (tight or loose) or tables (cmark-gfm's first line): read alike
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')  # raw HTML omitted: none forged
 _HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
@@ -167,9 +167,9 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
                           "it so, or move it to a patch marked `Upstream-Status: Inappropriate [why]`")  # fmt: skip
     found = []
     for path, index, entry in entries:  # under the heading GitHub shows above it: CommonMark's lines, not git's
-        text = (repo / path).read_bytes().decode(errors=ENCODING_ERRORS)
+        text = (repo / path).read_bytes().decode(errors="replace")  # bytes not UTF-8 as GitHub shows them (U+FFFD)
         line = len(_LINES.findall("".join(f"{part}\n" for part in text.split("\n")[:index])))
-        tokens, lines, shown = _read(text, f"the release's {path} with {patch.name}", f"in {patch.name} or before", {})
+        tokens, lines, shown, _ = _read(text, f"the release's {path} with {patch.name}", f"in {patch.name} or before")
         parsed = _MD.parse(entry, env := dict[str, Any]())  # GitHub reads its HTML, its link definitions beyond it
         beyond = env or any(t.type.startswith("html") for b in parsed for t in [b, *(b.children or [])])
         if _items(tokens, lines).get(line) != re.sub(r"\r\n?", "\n", entry).rstrip() or beyond:
@@ -216,8 +216,7 @@ class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMar
 
 
 def _unreleased(text: str, changelog: str) -> _Unreleased:
-    env: dict[str, Any] = {}  # where the parser keeps the link reference definitions
-    tokens, lines, heads = _read(text, f"the target's {changelog}", "or pin a commit whose CHANGELOG does", env)
+    tokens, lines, heads, env = _read(text, f"the target's {changelog}", "or pin a commit whose CHANGELOG does")
     if len(ours := [at for at, tag, title in heads if tag == "h2" and "unreleased" in title.lower()]) != 1:  # or guess
         raise SeriesError(f"the target's {changelog} shows {len(ours)} second-level headings naming [unreleased], not "
                           "one: pin a commit with one for the series' entries")  # fmt: skip
@@ -230,16 +229,16 @@ def _unreleased(text: str, changelog: str) -> _Unreleased:
     return _Unreleased(tokens, lines, end, headings, items, links)
 
 
-def _read(text: str, name: str, fix: str, env: dict[str, Any]) -> tuple[list[Token], list[str], list[Any]]:
-    """``text``'s tokens, lines and (line, h1-h6, shown text) of each top heading, if forward reads all GitHub shows."""
-    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env), _LINES.findall(text)  # env: its link definitions
+def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[Any], dict[str, Any]]:
+    """``text``'s tokens, lines, (line, h1-h6, shown text) of each top heading, link definitions: as GitHub reads it."""
+    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env := dict[str, Any]()), _LINES.findall(text)
 
     def block(first: int, end: int, tag: str) -> tuple[int, int, str]:  # its lines, less blank ones at its end
         return first, first + len(_LINES.findall("".join(lines[first:end]).rstrip(" \t\r\n"))), tag
 
     ours = sorted(block(t.map[0], t.map[1], t.tag.replace("code", "pre")) for t in tokens
                   if t.map and re.fullmatch(f"{_BLOCK}|code", t.tag))  # fmt: skip
-    html = github_flavored_markdown_to_html(text.encode(errors=ENCODING_ERRORS).decode(errors="replace"), _GITHUB)
+    html = github_html(text, _GITHUB)
     github = sorted(block(int(a) - 1, int(b), tag) for tag, a, b in _SOURCEPOS.findall(html))
     shown = {int(a) - 1: " ".join(unescape(re.sub("<[^>]*>", "", s)).split()) for a, s in _HEADING_HTML.findall(html)}
     heads = [(t.map[0], t.tag, shown.get(t.map[0], "")) for t in tokens
@@ -247,11 +246,13 @@ def _read(text: str, name: str, fix: str, env: dict[str, Any]) -> tuple[list[Tok
     odd = [min(x, y)[0] for x, y in zip_longest(ours, github, fillvalue=block(len(lines), 0, "")) if x != y]
     odd += [at for at, _, title in heads if not title] + [t.map[0] for t in tokens if t.map for c in
             [t, *(t.children or [])] if c.type.startswith("html_") and _HTML_HEADING.search(c.content)]  # fmt: skip
-    if odd:  # GitHub shows what forward cannot place entries around, or reads otherwise: refused, not guessed
+    odd += [t.map[0] for t, i in pairwise(tokens) if t.type == "paragraph_open" and t.map and not github_html(  # all
+            i.content, _GITHUB).startswith(f'<p data-sourcepos="1:1-{i.content.count(chr(10)) + 1}:')]  # fmt: skip
+    if odd:  # GitHub shows what forward cannot place entries around, or reads otherwise (text as a definition, HTML)
         raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (a heading in "
                           "HTML or with no text, or blocks CommonMark 0.31 and GitHub's cmark-gfm read apart): write "
                           f"it as Markdown both read alike {fix}")  # fmt: skip
-    return tokens, lines, heads
+    return tokens, lines, heads, env
 
 
 def _items(tokens: list[Token], lines: list[str]) -> dict[int, str]:  # top-level items' lines, white space as blank
