@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from functools import partial
 from html import unescape
 from itertools import pairwise, zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cmarkgfm import Options
-from cmarkgfm import github_flavored_markdown_to_html as github_html
+from cmarkgfm import Options, github_flavored_markdown_to_html
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
@@ -32,9 +32,8 @@ _KEY = re.compile(r"([A-Za-z0-9-]+)[ \t]*:")  # a trailer's key as git reads it
 _STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inactive-upstream", "inappropriate")
 _MD = MarkdownIt("commonmark").enable("table")  # as GitHub reads a CHANGELOG: its tables too (`---` under one: a rule)
 _LINES = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+$")  # each with its end, as CommonMark ends lines
-_HTML_HEADING = re.compile(r"(?i)<h[1-6]\b")  # in a comment too: which HTML hides what is no guess of forward's
-_GITHUB = Options.CMARK_OPT_SOURCEPOS | Options.CMARK_OPT_FOOTNOTES  # GitHub's own renderer (UTF-8 only): block lines
-_BLOCK = r"h[1-6]|li|blockquote|hr|pre"  # not lists (tight or loose) or tables (cmark-gfm's first line): read alike
+_GITHUB = partial(github_flavored_markdown_to_html, options=Options.CMARK_OPT_SOURCEPOS | Options.CMARK_OPT_FOOTNOTES)
+_BLOCK = r"h[1-6]|li|blockquote|hr|pre|table"  # not lists (tight or loose, one or two: the same items show)
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')  # raw HTML omitted: none forged
 _HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
@@ -170,12 +169,11 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
         text = (repo / path).read_bytes().decode(errors="replace")  # bytes not UTF-8 as GitHub shows them (U+FFFD)
         line = len(_LINES.findall("".join(f"{part}\n" for part in text.split("\n")[:index])))
         tokens, lines, shown, _ = _read(text, f"the release's {path} with {patch.name}", f"in {patch.name} or before")
-        parsed = _MD.parse(entry, env := dict[str, Any]())  # GitHub reads its HTML, its link definitions beyond it
-        beyond = env or any(t.type.startswith("html") for b in parsed for t in [b, *(b.children or [])])
-        if _items(tokens, lines).get(line) != re.sub(r"\r\n?", "\n", entry).rstrip() or beyond:
+        _MD.parse(entry, defs := dict[str, Any]())  # its link definitions, which GitHub reads beyond its item
+        if _items(tokens, lines).get(line) != re.sub(r"\r\n?", "\n", entry).rstrip() or defs:
             raise SeriesError(f"{patch.name} adds {entry.partition(chr(10))[0][:40]!r} where the release's {path} "
-                              "shows no item of its own (in code, a comment, with lines it does not add, or with HTML "
-                              "or a link definition GitHub reads beyond it): move it out, or drop it")  # fmt: skip
+                              "shows no item of its own (in code, a comment, with lines it does not add, or with a "
+                              "link definition GitHub reads beyond it): move it out, or drop it")  # fmt: skip
         above = [(tag, title) for at, tag, title in shown if at < line and tag in ("h1", "h2", "h3")][-1:]  # its own
         found.append((path, f"### {above[0][1] if above and above[0][0] == 'h3' else 'Changed'}", entry))
     return found
@@ -234,24 +232,26 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
     tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env := dict[str, Any]()), _LINES.findall(text)
 
     def block(first: int, end: int, tag: str) -> tuple[int, int, str]:  # its lines, less blank ones at its end
-        return first, first + len(_LINES.findall("".join(lines[first:end]).rstrip(" \t\r\n"))), tag
+        last = first + len(_LINES.findall("".join(lines[first:end]).rstrip(" \t\r\n")))
+        return (last if tag == "table" else first), last, tag  # cmark-gfm starts one under text on the text's line
 
     ours = sorted(block(t.map[0], t.map[1], t.tag.replace("code", "pre")) for t in tokens
                   if t.map and re.fullmatch(f"{_BLOCK}|code", t.tag))  # fmt: skip
-    html = github_html(text, _GITHUB)
+    html = _GITHUB(text)  # GitHub's own renderer, each block's lines
     github = sorted(block(int(a) - 1, int(b), tag) for tag, a, b in _SOURCEPOS.findall(html))
     shown = {int(a) - 1: " ".join(unescape(re.sub("<[^>]*>", "", s)).split()) for a, s in _HEADING_HTML.findall(html)}
     heads = [(t.map[0], t.tag, shown.get(t.map[0], "")) for t in tokens
              if t.type == "heading_open" and t.map and not t.level]  # fmt: skip
     odd = [min(x, y)[0] for x, y in zip_longest(ours, github, fillvalue=block(len(lines), 0, "")) if x != y]
-    odd += [at for at, _, title in heads if not title] + [t.map[0] for t in tokens if t.map for c in
-            [t, *(t.children or [])] if c.type.startswith("html_") and _HTML_HEADING.search(c.content)]  # fmt: skip
-    odd += [t.map[0] for t, i in pairwise(tokens) if t.type == "paragraph_open" and t.map and not github_html(  # all
-            i.content, _GITHUB).startswith(f'<p data-sourcepos="1:1-{i.content.count(chr(10)) + 1}:')]  # fmt: skip
-    if odd:  # GitHub shows what forward cannot place entries around, or reads otherwise (text as a definition, HTML)
-        raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (a heading in "
-                          "HTML or with no text, or blocks CommonMark 0.31 and GitHub's cmark-gfm read apart): write "
-                          f"it as Markdown both read alike {fix}")  # fmt: skip
+    odd += [at for at, _, title in heads if not title] + [t.map[0] for t in tokens if t.map for c in [t, *(t.children
+            or [])] if "html" in c.type and (c.block or re.match(r"(?i)<([!?]|h[1-6]\b)", c.content))]  # fmt: skip
+    prose = {t.map[0]: i.content for t, i in pairwise(tokens) if t.type == "paragraph_open" and t.map}  # tight too
+    odd += [n for n, s in prose.items() if not _GITHUB(s).startswith(f'<p data-sourcepos="1:1-{s.count(chr(10)) + 1}:')]
+    odd += [int(a) - 1 for a in re.findall(r'<p data-sourcepos="([1-9]\d*):', html) if int(a) - 1 not in prose]
+    if odd:  # what HTML hides (a comment left open: the page's end) is no guess of forward's, nor a heading it shows
+        raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (an HTML block, "
+                          "comment or heading, a heading with no text, or blocks CommonMark 0.31 and cmark-gfm read "
+                          f"apart): write it as Markdown both read alike {fix}")  # fmt: skip
     return tokens, lines, heads, env
 
 
