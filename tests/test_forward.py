@@ -539,7 +539,6 @@ def test_a_heading_in_a_quote_or_an_item_is_neither_the_section_nor_its_heading(
     [
         "\\[unreleased]",
         "&#91;unreleased]",
-        '<a name="unreleased"></a> [unreleased]',
         "*[Unreleased]*",
         "[[Unreleased]](/u)",
     ],
@@ -585,20 +584,38 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         "<!--\n### Fixed\n- Fixed a crash\n-->\n",  # any HTML block: one left open hides the page's rest on GitHub
         "<div>\nNotes <!--\n</div>\n",  # which both parsers end at the blank line, an HTML parser at the page's end
         "Notes <!-- inline -->\n",  # an inline comment, declaration or processing instruction too
-        "### ![Security](s.png)\n",  # an image: no text to name the heading by
+        "Notes: <s>moved\n",  # a formatting tag left open: an HTML parser strikes every later entry
+        "- Fixed a <select> box\n",  # a list box holding every later line
+        "Notes: <ul>\n",  # every later entry nested a level down
     ],
 )
-def test_html_that_can_hide_or_show_a_heading_and_a_heading_with_no_text_are_refused(tmp_path, html):
-    """GitHub shows it as a heading, which forward cannot place entries around: it refuses rather than guess."""
+def test_html_above_the_end_of_unreleased_is_refused_and_nothing_written(tmp_path, html):
+    """An HTML parser carries a tag left open onto every line after it (and a heading tag shows a heading forward
+    cannot place entries around): forward, which has no HTML parser, refuses HTML above the end of what it reads."""
     path = _changelog(tmp_path, text := f"## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n{html}\n### Fixed\n\n-\n")
 
     with pytest.raises(
-        SeriesError,
-        match=r"^the target's CHANGELOG.md shows on GitHub what forward cannot read at line \d+ \(an HTML block, comm",
+        SeriesError, match=r"^the target's CHANGELOG.md holds HTML at line 7, above the end of what forward reads \(l"
     ):
         add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
     assert path.read_text() == text
+
+
+@pytest.mark.parametrize("top", ['# Changelog <a name="top"></a>\n\n', "", '<a name="top"></a>\n\n'])
+def test_html_above_or_in_the_unreleased_heading_is_refused_html_below_its_section_read(tmp_path, top):
+    """An HTML parser carries HTML onward, never back: below [unreleased] (upstream's `<class>`) it changes nothing
+    forward reads."""
+    older = "## [1.0]\n\n### Fixed\n\n- Fixed <class> and <s>struck\n\n<!--\n"
+    heading = '<a name="unreleased"></a> [unreleased]' if not top else "[unreleased]"
+    path = _changelog(tmp_path, f"{top}## {heading}\n\n### Fixed\n\n- Fixed a bug\n\n{older}")
+
+    with pytest.raises(SeriesError, match=r"holds HTML at line 1, above the end of what forward reads \(line \d+\)"):
+        add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    path.write_text(f"## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n{older}")
+    assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+    assert path.read_text() == f"## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n- Fixed a crash\n\n{older}"
 
 
 @pytest.mark.parametrize(
@@ -613,6 +630,7 @@ def test_html_that_can_hide_or_show_a_heading_and_a_heading_with_no_text_are_ref
         "- Fixed a bug\n  <source y<>z<!--\n",  # an HTML block for GitHub (`source`), text for CommonMark 0.31
         "| a |\n| - |\n<source y<>z<!--\n",  # the same, a table's row for CommonMark (the table ends apart)
         '[note]: /x "a\n<source y<>z<!--\nb"\n',  # and a definition's title for it, for GitHub text and HTML
+        "### ![Security](s.png)\n",  # an image: no text to name the heading by
     ],
 )
 def test_a_changelog_github_reads_otherwise_than_commonmark_is_refused_and_nothing_written(tmp_path, markdown):
@@ -702,7 +720,8 @@ def test_an_empty_item_of_any_bullet_is_the_placeholder_replaced(tmp_path, bulle
 @pytest.mark.parametrize(
     ("entry", "said"),
     [  # GitHub's HTML: a comment to the page's end, every section after it
-        ("- Fixed a third thing\n\n  <!--\n", "shows on GitHub what forward cannot read at line 9 (an HTML block"),
+        ("- Fixed a third thing\n\n  <!--\n", "CHANGELOG.md with 0004-Fix-a-third.patch holds HTML at line 9, above"),
+        ("- Fixed a <s>third thing\n", "CHANGELOG.md with 0004-Fix-a-third.patch holds HTML at line 7, above"),
         (  # a label GitHub reads as new, CommonMark 0.31 as upstream's `[pr]` (case folded): its links would change
             "- Fixed a third thing ([#1][pr\u00a0])\n\n  [pr\u00a0]: https://example.com/other\n",
             "shows no item of its own (in code, a comment, with lines it does not add, or with a link definition",
@@ -729,6 +748,21 @@ def test_an_entry_the_release_reads_with_lines_it_does_not_add_is_refused(synthe
 
     assert proc.returncode == 2
     assert "adds '- Fixed a third thing' where the release's src/fakelib/CHANGELOG.md shows no item of its own" in (
+        proc.stderr
+    )
+
+
+def test_an_entry_below_html_a_release_only_patch_adds_is_refused(synthetic, master):
+    """GitHub's HTML parser carries `<s>` onto every line after it: the entry below shows struck, not as forwarded."""
+    changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
+    notes = changelog.read_text().replace("# Changelog\n", "# Changelog\n\nSee <s>the old notes.\n")
+    commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": notes}, "Notes\n\nUpstream-Status: Inappropriate [ours]")
+    files = {"src/fakelib/CHANGELOG.md": notes.replace("### Fixed\n\n", "### Fixed\n\n- Fixed a third thing\n\n")}
+
+    proc = _forward_after(synthetic, master, files, "Fix a third\n\nUpstream-Status: Pending")
+
+    assert proc.returncode == 2
+    assert "CHANGELOG.md with 0005-Fix-a-third.patch holds HTML at line 3, above the end of what forward reads" in (
         proc.stderr
     )
 
@@ -818,7 +852,7 @@ def test_a_table_right_under_a_paragraph_is_read_alike_and_the_entry_added(tmp_p
 
 def test_a_release_changelog_forward_cannot_read_names_the_patch_to_change(synthetic, master):
     changelog = synthetic.tree / "src/fakelib/CHANGELOG.md"
-    notes = f"{changelog.read_text()}\n<h3>Security</h3>\n"  # GitHub shows a heading forward cannot name
+    notes = f"{changelog.read_text()}\n### ![Security](s.png)\n"  # GitHub shows a heading forward cannot name
     commit(synthetic.tree, {"src/fakelib/CHANGELOG.md": notes}, "Note\n\nUpstream-Status: Inappropriate [ours]")
     files = {"src/fakelib/CHANGELOG.md": notes.replace("### Fixed\n\n", "### Fixed\n\n- Fixed a third thing\n\n", 1)}
 

@@ -4,6 +4,7 @@ each patch upstream lacks (not ``Inappropriate``) without DEP-3 trailers, its CH
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from html import unescape
@@ -164,16 +165,18 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
     if others:
         raise SeriesError(f"{patch.name} {others[0]}: forward carries `- ` entries with indented lines only; write "
                           "it so, or move it to a patch marked `Upstream-Status: Inappropriate [why]`")  # fmt: skip
-    found = []
+    found, texts = [], {path: (repo / path).read_bytes().decode(errors="replace") for path, _, _ in entries}  # GitHub's
+    reads = {path: _read(text, f"the release's {path} with {patch.name}", f"in {patch.name} or before") for path, text
+             in texts.items()}  # fmt: skip
     for path, index, entry in entries:  # under the heading GitHub shows above it: CommonMark's lines, not git's
-        text = (repo / path).read_bytes().decode(errors="replace")  # bytes not UTF-8 as GitHub shows them (U+FFFD)
-        line = len(_LINES.findall("".join(f"{part}\n" for part in text.split("\n")[:index])))
-        tokens, lines, shown, _ = _read(text, f"the release's {path} with {patch.name}", f"in {patch.name} or before")
+        line = len(_LINES.findall("".join(f"{part}\n" for part in texts[path].split("\n")[:index])))
+        tokens, lines, shown, _, no_html_above = reads[path]
         _MD.parse(entry, defs := dict[str, Any]())  # its link definitions, which GitHub reads beyond its item
-        if _items(tokens, lines).get(line) != re.sub(r"\r\n?", "\n", entry).rstrip() or defs:
+        if (item := _items(tokens, lines).get(line)) != re.sub(r"\r\n?", "\n", entry).rstrip() or defs:
             raise SeriesError(f"{patch.name} adds {entry.partition(chr(10))[0][:40]!r} where the release's {path} "
                               "shows no item of its own (in code, a comment, with lines it does not add, or with a "
                               "link definition GitHub reads beyond it): move it out, or drop it")  # fmt: skip
+        no_html_above(line + item.count("\n") + 1)
         above = [(tag, title) for at, tag, title in shown if at < line and tag in ("h1", "h2", "h3")][-1:]  # its own
         found.append((path, f"### {above[0][1] if above and above[0][0] == 'h3' else 'Changed'}", entry))
     return found
@@ -214,21 +217,25 @@ class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMar
 
 
 def _unreleased(text: str, changelog: str) -> _Unreleased:
-    tokens, lines, heads, env = _read(text, f"the target's {changelog}", "or pin a commit whose CHANGELOG does")
+    tokens, lines, heads, env, no_html_above = _read(text, f"the target's {changelog}", "or pin another commit")
     if len(ours := [at for at, tag, title in heads if tag == "h2" and "unreleased" in title.lower()]) != 1:  # or guess
         raise SeriesError(f"the target's {changelog} shows {len(ours)} second-level headings naming [unreleased], not "
                           "one: pin a commit with one for the series' entries")  # fmt: skip
     end = next((at for at, tag, _ in heads if at > ours[0] and tag in ("h1", "h2")), len(lines))
     blocks = [(t.type, t.map[0]) for t in tokens if t.map and not t.level and ours[0] < t.map[0] < end]
     end = next((at for k, (_, at) in enumerate(blocks) if {kind for kind, _ in blocks[k:]} == {"hr"}), end)  # rules
+    no_html_above(end)
     items = {at: item for at, item in _items(tokens, lines).items() if ours[0] < at < end}
     headings = [(at, f"{'#' * int(tag[1])} {title}") for at, tag, title in heads if ours[0] <= at < end]
     links = [(label, link["href"], link["title"]) for label, link in env.get("references", {}).items()]
     return _Unreleased(tokens, lines, end, headings, items, links)
 
 
-def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[Any], dict[str, Any]]:
-    """``text``'s tokens, lines, (line, h1-h6, shown text) of each top heading, link definitions: as GitHub reads it."""
+def _read(
+    text: str, name: str, fix: str
+) -> tuple[list[Token], list[str], list[Any], dict[str, Any], Callable[[int], None]]:
+    """``text``'s tokens, lines, (line, h1-h6, shown text) of each top heading, link definitions as GitHub reads it, and
+    a check that it holds no HTML above a line."""
     tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env := dict[str, Any]()), _LINES.findall(text)
 
     def block(first: int, end: int, tag: str) -> tuple[int, int, str]:  # its lines, less blank ones at its end
@@ -243,16 +250,24 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
     heads = [(t.map[0], t.tag, shown.get(t.map[0], "")) for t in tokens
              if t.type == "heading_open" and t.map and not t.level]  # fmt: skip
     odd = [min(x, y)[0] for x, y in zip_longest(ours, github, fillvalue=block(len(lines), 0, "")) if x != y]
-    odd += [at for at, _, title in heads if not title] + [t.map[0] for t in tokens if t.map for c in [t, *(t.children
-            or [])] if "html" in c.type and (c.block or re.match(r"(?i)<([!?]|h[1-6]\b)", c.content))]  # fmt: skip
+    odd += [at for at, _, title in heads if not title]
     prose = {t.map[0]: i.content for t, i in pairwise(tokens) if t.type == "paragraph_open" and t.map}  # tight too
     odd += [n for n, s in prose.items() if not _GITHUB(s).startswith(f'<p data-sourcepos="1:1-{s.count(chr(10)) + 1}:')]
     odd += [int(a) - 1 for a in re.findall(r'<p data-sourcepos="([1-9]\d*):', html) if int(a) - 1 not in prose]
-    if odd:  # what HTML hides (a comment left open: the page's end) is no guess of forward's, nor a heading it shows
-        raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (an HTML block, "
-                          "comment or heading, a heading with no text, or blocks CommonMark 0.31 and cmark-gfm read "
-                          f"apart): write it as Markdown both read alike {fix}")  # fmt: skip
-    return tokens, lines, heads, env
+    if odd:
+        raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (a heading with no "
+                          f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
+                          f"alike {fix}")  # fmt: skip
+    raw = min((t.map[0] for t in tokens if t.map and (t.type == "html_block" or t.type == "inline" and  # as GitHub
+               "<!-- raw HTML omitted -->" in _GITHUB(t.content))), default=len(lines))  # fmt: skip
+
+    def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
+        if raw < end:
+            raise SeriesError(f"{name} holds HTML at line {raw + 1}, above the end of what forward reads (line "
+                              f"{end}), which GitHub's HTML parser may carry onto the lines after it: write it as "
+                              f"Markdown {fix}")  # fmt: skip
+
+    return tokens, lines, heads, env, no_html_above
 
 
 def _items(tokens: list[Token], lines: list[str]) -> dict[int, str]:  # top-level items' lines, white space as blank
