@@ -587,6 +587,8 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         "Notes: <s>moved\n",  # a formatting tag left open: an HTML parser strikes every later entry
         "- Fixed a <select> box\n",  # a list box holding every later line
         "Notes: <ul>\n",  # every later entry nested a level down
+        '### [Notes]: /n "<s>"\n',  # text in a heading or a cell which alone would read as a definition or a fence
+        "| ```<s> |\n| - |\n",
     ],
 )
 def test_html_above_the_end_of_unreleased_is_refused_and_nothing_written(tmp_path, html):

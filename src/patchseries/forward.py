@@ -258,8 +258,8 @@ def _read(
         raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (a heading with no "
                           f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
                           f"alike {fix}")  # fmt: skip
-    raw = min((t.map[0] for t in tokens if t.map and (t.type == "html_block" or t.type == "inline" and  # as GitHub
-               "<!-- raw HTML omitted -->" in _GITHUB(t.content))), default=len(lines))  # fmt: skip
+    raw = min((t.map[0] for t in tokens if t.map and (t.type == "html_block" or t.type == "inline" and  # as text
+               "<!-- raw HTML omitted -->" in _GITHUB(f"x {t.content}"))), default=len(lines))  # fmt: skip
 
     def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
         if raw < end:
