@@ -589,6 +589,7 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         "Notes: <ul>\n",  # every later entry nested a level down
         '### [Notes]: /n "<s>"\n',  # text in a heading or a cell which alone would read as a definition or a fence
         "| ```<s> |\n| - |\n",
+        "Notes: [the changes][1.0](<s>)\n\n[1.0]: /compare\n",  # `(<s>)` after a link its definition makes
     ],
 )
 def test_html_above_the_end_of_unreleased_is_refused_and_nothing_written(tmp_path, html):

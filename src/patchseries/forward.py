@@ -258,8 +258,14 @@ def _read(
         raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (a heading with no "
                           f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
                           f"alike {fix}")  # fmt: skip
-    raw = min((t.map[0] for t in tokens if t.map and (t.type == "html_block" or t.type == "inline" and  # as text
-               "<!-- raw HTML omitted -->" in _GITHUB(f"x {t.content}"))), default=len(lines))  # fmt: skip
+    defs = "".join(f"[{label}]: /\n" for label in env.get("references", {}))  # text reads links by them: `[a][d](<s>)`
+
+    def holds_html(text: Token) -> bool:  # by either parser; by GitHub's the text alone, as text (`x `), not a block
+        shown = _GITHUB(f"x {text.content}\n\n{defs}")
+        return "<!-- raw HTML omitted -->" in shown or any(c.type == "html_inline" for c in text.children or [])
+
+    raw = min((t.map[0] for t in tokens if t.map and (t.type == "html_block" or t.type == "inline" and holds_html(t))),
+              default=len(lines))  # fmt: skip
 
     def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
         if raw < end:
