@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import git
-from patchseries.paths import SCRATCH
+from patchseries.paths import SCRATCH, remove
 
 LOCK_NAME = "patchseries.lock"
 _WORKDIR_NAMES = ("downloads", "trees", "venvs", "reports", "edit", "hook-envs", LOCK_NAME, SCRATCH)  # what it writes
@@ -88,7 +87,7 @@ def workdir_lock(workdir: Path, what: str, given_as: str = "--workdir") -> Itera
 
 def _empty(scratch: Path) -> None:  # best effort; a link there is removed, never followed
     with suppress(OSError):
-        shutil.rmtree(scratch) if scratch.is_dir() and not scratch.is_symlink() else scratch.unlink(missing_ok=True)
+        remove(scratch)
 
 
 def series_lock(folder: Path) -> Lock:
