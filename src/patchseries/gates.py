@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import itertools
 import os
 import re
 import subprocess
@@ -112,7 +111,7 @@ def findings(command: list[str], root: Path, files: list[str]) -> Counter[str]:
     found: Counter[str] = Counter()
     for path in rewritten:  # each line removed (-) or written (+), by content: a moved line's problem is the same
         was, now = (text.decode(errors="replace").splitlines(True) for text in (old[path], (root / path).read_bytes()))
-        diff = itertools.islice(difflib.unified_diff(was, now, n=0), 2, None)  # without the two header lines
+        diff = list(difflib.unified_diff(was, now, n=0))[2:]  # without the two header lines
         found.update(f"{path}: {line[0]}{line[1:].rstrip(chr(10))!r}" for line in diff if line[0] in "+-")
         (root / path).write_bytes(old[path])
     output = _NUMBERED.sub(r"\1 N", f"{proc.stdout}\n{proc.stderr}".replace(f"{root}{os.sep}", "")).splitlines()
