@@ -18,7 +18,6 @@ from patchseries.errors import SeriesError
 from patchseries.job import RUNIF, is_test_module, source_files
 from patchseries.paths import Workspace
 from patchseries.progress import Log
-from patchseries.runner import run_tests
 from patchseries.series import Patch
 from patchseries.trees import resolve_source, tool_tree
 
@@ -87,11 +86,11 @@ def run_wheel_test(
         files_ok, files = check_installed(series, changed, mapping, site_packages)
         files_ok = files_ok and not problems
         log(f"installed {package} {installed} in {venv.name}; installed-files check: {'ok' if files_ok else 'FAILED'}")
-        modules = _write_suite(ws.acceptance, Path(scratch) / "suite", suites, mapping)
-        shutil.copyfile(base.path / "pyproject.toml", Path(scratch) / "suite" / "pyproject.toml")  # pytest's config
+        modules = _write_suite(ws.acceptance, suite := Path(scratch) / "suite", suites, mapping)
+        shutil.copyfile(base.path / "pyproject.toml", suite / "pyproject.toml")  # pytest's config
         log(f"running {len(modules)} acceptance test modules of {', '.join(suites)} against the installed {package}")
         reports = ws.reports / f"wheel-{package}-torch-{torch}"
-        outcome = run_tests(env.Environment(venv, torch), Path(scratch) / "suite", modules, [], reports, pytest_args)
+        outcome = env.run_tests(env.Environment(venv, torch), suite, modules, [], reports, pytest_args)
     status = (5 if outcome.no_tests else 0 if outcome.ok else 1) if files_ok else 1
     return status, "\n".join([
         "wheel test",
