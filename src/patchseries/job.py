@@ -21,7 +21,6 @@ from patchseries.pin import Pin, load_pin
 from patchseries.progress import Log
 from patchseries.runner import TestOutcome, ensure_environment, junit_cases, run_tests
 from patchseries.series import Patch, snapshot_series
-from patchseries.trees import BASE_REF, ApplyResult, BaseSource, BaseTree, recording, resolve_source, tool_tree
 
 RUNIF = '''\
 """RunIf for {suite}, written by patchseries because this Lightning base ships no tests/."""
@@ -48,8 +47,8 @@ class BaseChoice:  # where the base comes from: the sdist (default), --checkout 
 class Prepared:
     pin: Pin
     patches: list[Patch]
-    base: BaseTree
-    applied: ApplyResult
+    base: trees.BaseTree
+    applied: trees.ApplyResult
     acceptance: list[str]  # the acceptance suite's test modules in the tree
 
     def test_groups(self) -> dict[str, list[str]]:
@@ -79,8 +78,8 @@ class JobResult:
         return 5 if self.outcome.no_tests else 1 if not self.outcome.ok or any(c.new for c in self.upstream) else 0
 
 
-def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> BaseSource:  # checked before anything is created
-    return resolve_source(ws, pin, choice.checkout, choice.use_git, choice.force_base)
+def get_source(ws: Workspace, pin: Pin, choice: BaseChoice) -> trees.BaseSource:  # checked before anything is created
+    return trees.resolve_source(ws, pin, choice.checkout, choice.use_git, choice.force_base)
 
 
 def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
@@ -90,8 +89,8 @@ def prepare(ws: Workspace, choice: BaseChoice, log: Log) -> Prepared:
     log(f"stage 2/5: getting the base ({pin.name} {pin.version})")
     source = get_source(ws, pin, choice)
     log(f"stage 3/5: applying {len(patches)} patches on {ws.trees / source.tree_name}")
-    tree, applied = tool_tree(ws, pin, patches, source, log)
-    with recording(tree.path, copies=True):
+    tree, applied = trees.tool_tree(ws, pin, patches, source, log)
+    with trees.recording(tree.path, copies=True):
         if installed := install_acceptance(tree.path, ws.acceptance):  # first: the harness adds only what it lacks
             log(f"copied the acceptance suite ({len(installed)} test modules) into tests/")
         if written := write_harness(tree.path, patches):
@@ -104,8 +103,8 @@ def run_main_job(
 ) -> JobResult:  # the whole main job; the caller prints summary(result)
     prepared = prepare(ws, choice, log)
     tree = prepared.base.path
-    with recording(tree):  # installing and testing write into the tree: what they make is the tool's
-        upstream_checkout = has_path(tree, "tests", BASE_REF)  # the base's: the work tree gets the series' tests
+    with trees.recording(tree):  # installing and testing write into the tree: what they make is the tool's
+        upstream_checkout = has_path(tree, "tests", trees.BASE_REF)  # the base's: the work tree gets the series' tests
         log(f"stage 4/5: environment with torch {torch}")
         extra = gates.requirement_args(ws, tree) if upstream_checkout else ()
         extra += gates.DOCS_REQUIREMENTS if upstream_checkout and gates.changed_pages(tree) else ()
@@ -115,7 +114,7 @@ def run_main_job(
         log(f"stage 5/5: running {len(tests)} test modules of the series ({counts})")
         reports = ws.reports / f"torch-{torch}"
         outcome = run_tests(env, tree, tests, prepared.sources(), reports, pytest_args)
-        changed = measure(added_lines(tree, BASE_REF, "HEAD"), xml) if (xml := outcome.coverage_xml) else None
+        changed = measure(added_lines(tree, trees.BASE_REF, "HEAD"), xml) if (xml := outcome.coverage_xml) else None
         title = f"Lines the series adds or changes under src/, covered by its tests (torch {torch})"
         changed_report = changed.write(reports, title) if changed is not None else None
         upstream = []
