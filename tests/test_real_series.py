@@ -98,7 +98,7 @@ def test_forward_series_is_pinned_to_a_full_upstream_commit():
     pin = load_pin(FORWARD / "base.toml")
 
     assert len(pin.commit) == 40
-    assert not pin.has_sdist
+    assert not pin.sdist_url
 
 
 @pytest.mark.parametrize("patch", read_series(FORWARD / "series"), ids=lambda p: p.name[:4])

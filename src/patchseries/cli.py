@@ -263,7 +263,7 @@ def _drift(ws: Workspace, checkout: Path | None, patches_dir: Path, pin: Pin, pa
     if checkout is not None:  # upstream's tag (or the pinned commit) has every file a patch touches
         base = pin.commit or f"refs/tags/{pin.tag}"
         report = export.drift_report(checkout, patches, patches_dir, ws.scratch, base=base, reexport=fix, held=held)
-    elif patches_dir != ws.patches or not pin.has_sdist:
+    elif patches_dir != ws.patches or not pin.sdist_url:
         print(f"not checked: {len(patches)} patches pinned to upstream commit {pin.where[:12]}; pass --checkout PATH")
         return 0
     else:

@@ -91,10 +91,6 @@ class Pin:
         return self.sdist_url.rsplit("/", 1)[-1]
 
     @property
-    def has_sdist(self) -> bool:
-        return bool(self.sdist_url)
-
-    @property
     def identity(self) -> str:  # the base this pin names, as an edit tree records it
         return f"{self.name} {self.where}"
 

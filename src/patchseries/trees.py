@@ -117,7 +117,7 @@ def resolve_source(ws: Workspace, pin: Pin, checkout: Path | None, use_git: bool
     if use_git:
         ref = pin.commit or pin.tag
         return BaseSource("git", f"git-{pin.commit[:12] or pin.tag}", f"git {pin.git_url} {ref}", pin.git_url, ref)
-    if not pin.has_sdist:
+    if not pin.sdist_url:
         raise SeriesError(f"this series is pinned to upstream commit {pin.commit[:12]}, which no sdist ships; pass "
                           "--checkout PATH (an upstream clone that has it) or --git")  # fmt: skip
     return BaseSource("sdist", f"sdist-{pin.version}", f"sdist {pin.sdist_sha256}")
