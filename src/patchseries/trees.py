@@ -465,7 +465,6 @@ def failed_files(repo: Path, proc: subprocess.CompletedProcess[str]) -> list[str
 
 
 def base_worktree(ws: Workspace, repo: Path, suffix: str = "base") -> Path:
-    """A fresh worktree of ``repo``'s base commit in the run's scratch folder, which goes with that folder."""
     worktree = ws.scratch / f"{repo.name}-{suffix}"
     remove(worktree)
     git("worktree", "prune", cwd=repo)  # forgets the worktrees whose folder went with an earlier run's scratch
