@@ -205,8 +205,7 @@ def crlf_problem(path: Path, name: str | None = None) -> str:
     return f"{name or path.name} has CRLF line endings, which export does not write; {convert}"
 
 
-def keep_cr(patch: Path) -> list[str]:
-    """``git am``'s ``--keep-cr`` (a file's own CRs), unless the patch file itself was converted to CRLF."""
+def keep_cr(patch: Path) -> list[str]:  # git am's --keep-cr (a file's own CRs), unless the patch file is CRLF itself
     return [] if has_crlf(patch) else ["--keep-cr"]
 
 
