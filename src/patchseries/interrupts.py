@@ -36,7 +36,6 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def ignore_interrupts() -> None:
-    """From now on, interrupts are ignored: the run's work is done, and its exit status says how."""
     for signum in _INTERRUPTS:
         signal.signal(signum, signal.SIG_IGN)
 
