@@ -27,8 +27,6 @@ FORMAT_PATCH_OPTIONS = (  # output independent of the machine, the git version's
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
-_FILE_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
-_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
 _DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
 _STATUS_LINE = re.compile(r"(?im)^[ \t]*upstream-status[ \t]*:")  # DEP-3 keys are case-insensitive
@@ -245,7 +243,7 @@ def diff_paths(line: str) -> tuple[str, str] | None:
 
 
 def file_sections(diff: str) -> list[str]:
-    return _FILE_SECTION_START.split(diff)[1:]
+    return re.split(r"(?m)^(?=diff --git )", diff)[1:]
 
 
 def section_path(section: str) -> str:  # the (new) path a section changes, or ""
@@ -258,7 +256,7 @@ def hunks(section: str) -> list[list[tuple[str, int, str]]]:
     result = []
     lines = iter(section.split("\n"))
     for line in lines:
-        if (header := _HUNK.match(line)) is None:
+        if (header := re.match(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", line)) is None:
             continue
         old, number, new = (int(count) if count is not None else 1 for count in header.groups())
         hunk: list[tuple[str, int, str]] = []
