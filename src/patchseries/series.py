@@ -27,8 +27,6 @@ FORMAT_PATCH_OPTIONS = (  # output independent of the machine, the git version's
 SERIES_HEADER = (
     "# Applied in this order by `git am`; regenerate with `patchseries export`, never edit patches by hand.\n"
 )
-_QUOTED_PAIR = re.compile(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$')
-_DIFFERENT_PATHS = re.compile(r"^(a/\S+) (b/\S+)$")
 _STATUS_LINE = re.compile(r"(?im)^[ \t]*upstream-status[ \t]*:")  # DEP-3 keys are case-insensitive
 FROM_HEADER = re.compile(r"^From: (?P<identity>.*(?:\n[ \t].*)*)", re.MULTILINE)  # with its continuation lines
 RECORD = ".patchseries-exported"  # in the series folder: the blob id of each file the last export wrote
@@ -229,14 +227,14 @@ def diff_paths(line: str) -> tuple[str, str] | None:
     if not line.startswith("diff --git "):
         return None
     rest = line[len("diff --git ") :]
-    if quoted := _QUOTED_PAIR.match(rest):
+    if quoted := re.match(r'^"((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"$', rest):
         # undo git's C quoting: backslash and octal escapes, the latter for the bytes of UTF-8
         old, new = (codecs.escape_decode(part.encode())[0].decode(errors="replace") for part in quoted.groups())
     else:
         half = (len(rest) - 1) // 2
         old, new = rest[:half], rest[half + 1 :]
         if rest[half : half + 1] != " " or old[2:] != new[2:]:
-            if (different := _DIFFERENT_PATHS.match(rest)) is None:  # a rename written by another tool
+            if (different := re.match(r"^(a/\S+) (b/\S+)$", rest)) is None:  # a rename written by another tool
                 return None
             old, new = different.groups()
     return (old[2:], new[2:]) if old.startswith("a/") and new.startswith("b/") else None
