@@ -11,10 +11,9 @@ from typing import Any, NoReturn
 
 from packaging.utils import canonicalize_name
 
-from patchseries import __version__, export, runner
+from patchseries import __version__, export, lock, runner
 from patchseries.errors import SeriesError
 from patchseries.interrupts import ignore_interrupts, sigterm_as_interrupt, stage, write_file
-from patchseries.lock import series_lock, workdir_lock
 from patchseries.paths import WORKDIR_ENV, Workspace, kept_path, name_option, shell, tool_command
 from patchseries.pin import Pin, load_pin
 from patchseries.progress import make_log
@@ -154,10 +153,10 @@ def _lock(args: argparse.Namespace, ws: Workspace, held: ExitStack) -> None:
     # the work directory's lock, and the lock of the series folder `export` or `forward` rewrites (for every workdir)
     if args.command != "status":
         given_as = WORKDIR_ENV if args.workdir is None and os.environ.get(WORKDIR_ENV) else "--workdir"
-        held.enter_context(workdir_lock(ws.workdir, f"patchseries {args.command}", given_as))
+        held.enter_context(lock.workdir_lock(ws.workdir, f"patchseries {args.command}", given_as))
     written = {"export": ws.patches, "forward": getattr(args, "to", None) or ws.patches / FORWARD_DIR}.get(args.command)
     if written is not None and written.is_dir():
-        held.enter_context(series_lock(written))
+        held.enter_context(lock.series_lock(written))
 
 
 def _default_tree(ws: Workspace) -> Path:  # the tree `edit` (`edit --git`, for a pinned commit) makes: export's default
