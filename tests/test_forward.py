@@ -605,6 +605,19 @@ def test_html_above_the_end_of_unreleased_is_refused_and_nothing_written(tmp_pat
     assert path.read_text() == text
 
 
+def test_an_entry_that_shows_html_once_added_is_refused_naming_it(tmp_path):
+    """The release reads `[the changes][1.0]` as text (no such link there); the target defines `[1.0]`, so `(<s>)` after
+    it is HTML there, which would strike every later line."""
+    path = _changelog(tmp_path, text := "## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n[1.0]: /compare\n")
+
+    with pytest.raises(
+        SeriesError, match=r"^the target's CHANGELOG.md with '- Fixed \[the changes\]\[1.0\]\(<s>\)' added "
+    ):
+        add_entry(tmp_path, path.name, "### Fixed", "- Fixed [the changes][1.0](<s>)")
+
+    assert path.read_text() == text
+
+
 @pytest.mark.parametrize("top", ['# Changelog <a name="top"></a>\n\n', "", '<a name="top"></a>\n\n'])
 def test_html_above_or_in_the_unreleased_heading_is_refused_html_below_its_section_read(tmp_path, top):
     """An HTML parser carries HTML onward, never back: below [unreleased] (upstream's `<class>`) it changes nothing

@@ -216,10 +216,10 @@ class _Unreleased(NamedTuple):  # the target's [unreleased] section as CommonMar
     links: list[tuple[str, str, str]]  # its link reference definitions (kept out of its tokens): label, URL, title
 
 
-def _unreleased(text: str, changelog: str) -> _Unreleased:
-    tokens, lines, heads, env, no_html_above = _read(text, f"the target's {changelog}", "or pin another commit")
+def _unreleased(text: str, name: str) -> _Unreleased:
+    tokens, lines, heads, env, no_html_above = _read(text, name, "or pin another commit")
     if len(ours := [at for at, tag, title in heads if tag == "h2" and "unreleased" in title.lower()]) != 1:  # or guess
-        raise SeriesError(f"the target's {changelog} shows {len(ours)} second-level headings naming [unreleased], not "
+        raise SeriesError(f"{name} shows {len(ours)} second-level headings naming [unreleased], not "
                           "one: pin a commit with one for the series' entries")  # fmt: skip
     end = next((at for at, tag, _ in heads if at > ours[0] and tag in ("h1", "h2")), len(lines))
     blocks = [(t.type, t.map[0]) for t in tokens if t.map and not t.level and ours[0] < t.map[0] < end]
@@ -288,8 +288,8 @@ def _shape(tokens: list[Token], skip: range) -> list[tuple[Any, ...]]:  # what r
 def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     """Add ``entry`` to ``heading``'s list in [unreleased], if it then reads as one more item; False if it is there."""
     text = (repo / changelog).read_bytes().decode() if (repo / changelog).is_file() else ""
-    old, wanted = _unreleased(text, changelog), re.sub(r"\r\n?", "\n", entry).rstrip()  # CommonMark's line ends
-    if any(item[:1] in "-*+" and item[1:] == wanted[1:] for item in old.items.values()):
+    old, wanted = _unreleased(text, name := f"the target's {changelog}"), re.sub(r"\r\n?", "\n", entry).rstrip()
+    if any(item[:1] in "-*+" and item[1:] == wanted[1:] for item in old.items.values()):  # CommonMark's line ends
         return False
     mine = next((at for at, title in old.headings if title == heading), None)
     later = _HEADINGS[_HEADINGS.index(heading) + 1 :] if heading in _HEADINGS else ()  # Keep a Changelog's order
@@ -302,7 +302,8 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     lines = [line if line.endswith(("\n", "\r")) else f"{line}{eol}" for line in old.lines]  # the last one too
     lines[at : at + empty] = [f"{line}{eol}" for line in added]
     written = "".join(lines) if text.endswith(("\n", "\r")) else "".join(lines).removesuffix(eol)
-    span = len((new := _unreleased(written, changelog)).lines) - len(old.lines) + empty  # added, in CommonMark's lines
+    new = _unreleased(written, f"{name} with {entry.partition(chr(10))[0][:40]!r} added")  # read back
+    span = len(new.lines) - len(old.lines) + empty  # added, in CommonMark's lines
     bullet = at + span - wanted.count("\n") - 1
     under = [h for line, h in new.headings if line < bullet][-1:] == [heading]
     same = _shape(new.tokens, range(at, at + span)) == _shape(old.tokens, range(at, at + empty))  # pre-order, levels
