@@ -11,10 +11,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchseries import series
+from patchseries import interrupts, series
 from patchseries.errors import SeriesError
 from patchseries.gitcmd import ENCODING_ERRORS, TOOL_IDENTITY, commit_of, git, out, uncommitted_files, worktrees
-from patchseries.interrupts import stage
 from patchseries.paths import Workspace, kept_path, shell, tool_command
 from patchseries.pin import Pin
 from patchseries.progress import Log, quiet
@@ -67,7 +66,7 @@ def export_series(
             source, commits = _authored(repo, base, branch, author, staging / "authored")
         written = dict(series.format_patches(source, commits, staging))  # name: blob id; the series file last
         names = [*written][:-1]
-        stage("export-staged")
+        interrupts.stage("export-staged")
         given = "{} <{}>".format(*parse_identity(author)) if author else ""  # as written, not as git stored it
         _refuse_am_misreads(source, commits, staging, names, rebase, given)
         committed = series.read_series(patches_dir / "series") if lacks and (patches_dir / "series").is_file() else []
@@ -144,7 +143,7 @@ def _switch(folder: Path, staging: Path, written: list[str], removed: list[str])
     try:
         for name in written:
             os.replace(staging / name, folder / name)
-            stage("export-switch")
+            interrupts.stage("export-switch")
         for name in (name for name in removed if (folder / name).is_file()):
             (folder / name).unlink()  # only a file: a folder the series names is none of export's
     except BaseException:

@@ -37,6 +37,7 @@ _GITHUB = partial(github_flavored_markdown_to_html, options=Options.CMARK_OPT_SO
 _BLOCK = r"h[1-6]|li|blockquote|hr|pre|table"  # not lists (tight or loose, one or two: the same items show)
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')  # raw HTML omitted: none forged
 _HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
+_Check = Callable[[int], None]  # refuses what forward cannot read above a line
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -231,11 +232,8 @@ def _unreleased(text: str, name: str) -> _Unreleased:
     return _Unreleased(tokens, lines, end, headings, items, links)
 
 
-def _read(
-    text: str, name: str, fix: str
-) -> tuple[list[Token], list[str], list[Any], dict[str, Any], Callable[[int], None]]:
-    """``text``'s tokens, lines, (line, h1-h6, shown text) of each top heading, link definitions as GitHub reads it, and
-    a check that it holds no HTML above a line."""
+def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[Any], dict[str, Any], _Check]:
+    """``text`` as GitHub reads it: tokens, lines, (line, h1-h6, shown text) per top heading, links, an HTML check."""
     tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env := dict[str, Any]()), _LINES.findall(text)
 
     def block(first: int, end: int, tag: str) -> tuple[int, int, str]:  # its lines, less blank ones at its end
@@ -260,16 +258,13 @@ def _read(
                           f"alike {fix}")  # fmt: skip
     defs = "".join(f"[{label}]: /\n" for label in env.get("references", {}))  # text reads links by them: `[a][d](<s>)`
 
-    def holds_html(text: Token) -> bool:  # by either parser; by GitHub's the text alone, as text (`x `), not a block
-        shown = _GITHUB(f"x {text.content}\n\n{defs}")
-        return "<!-- raw HTML omitted -->" in shown or any(c.type == "html_inline" for c in text.children or [])
-
-    raw = min((t.map[0] for t in tokens if t.map and (t.type == "html_block" or t.type == "inline" and holds_html(t))),
-              default=len(lines))  # fmt: skip
+    def holds_html(t: Token) -> bool:  # by either parser; by GitHub's its text alone, as text (`x `), not a block
+        html = t.type == "html_block" or any(c.type == "html_inline" for c in t.children or [])  # markdown-it's
+        return html or t.type == "inline" and "<!-- raw HTML omitted -->" in _GITHUB(f"x {t.content}\n\n{defs}")
 
     def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
-        if raw < end:
-            raise SeriesError(f"{name} holds HTML at line {raw + 1}, above the end of what forward reads (line "
+        if above := [t.map[0] for t in tokens if t.map and t.map[0] < end and holds_html(t)]:
+            raise SeriesError(f"{name} holds HTML at line {min(above) + 1}, above the end of what forward reads (line "
                               f"{end}), which GitHub's HTML parser may carry onto the lines after it: write it as "
                               f"Markdown {fix}")  # fmt: skip
 

@@ -12,14 +12,13 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from patchseries import release
+from patchseries import release, trees
 from patchseries import runner as env
 from patchseries.errors import SeriesError
 from patchseries.job import RUNIF, is_test_module, source_files
 from patchseries.paths import Workspace
 from patchseries.progress import Log
 from patchseries.series import Patch
-from patchseries.trees import resolve_source, tool_tree
 
 _INFO_SCRIPT = """\
 import importlib.metadata as metadata, importlib.util, json, sys, sysconfig
@@ -61,7 +60,7 @@ def run_wheel_test(
     wheels = [wheel, *(find_wheel(dist, p, version, rebuild) for p in ours)]
     for each in wheels:  # the ones it requires too: a person's wheel at that name is not the series'
         release.kept(each, wheel_pin.series, then=f", build the wheels again ({rebuild}) and re-run")
-    base, applied = tool_tree(ws, pin, patches, resolve_source(ws, pin, None, False, False), log)
+    base, applied = trees.tool_tree(ws, pin, patches, trees.resolve_source(ws, pin, None, False, False), log)
     mapping = wheel_pin.mapping(package)
     venv = ws.venvs / f"wheel-{package}-py{sys.version_info[0]}.{sys.version_info[1]}-torch{torch}"
     uv = env.find_uv(installer)  # made fresh every time (no recipe): what a user's new environment is
