@@ -618,6 +618,18 @@ def test_an_entry_that_shows_html_once_added_is_refused_naming_it(tmp_path):
     assert path.read_text() == text
 
 
+def test_a_new_heading_that_shows_html_once_written_is_refused_naming_it(tmp_path):
+    """The release shows `### Fixed &lt;select&gt;` as "Fixed <select>", the text forward names the heading by."""
+    path = _changelog(tmp_path, text := "## [unreleased]\n\n### Added\n\n- Added a thing\n")
+
+    with pytest.raises(
+        SeriesError, match=r"^the target's CHANGELOG.md with '### Fixed <select>\\n\\n- Fixed a crash' added hol"
+    ):
+        add_entry(tmp_path, path.name, "### Fixed <select>", "- Fixed a crash")
+
+    assert path.read_text() == text
+
+
 @pytest.mark.parametrize("top", ['# Changelog <a name="top"></a>\n\n', "", '<a name="top"></a>\n\n'])
 def test_html_above_or_in_the_unreleased_heading_is_refused_html_below_its_section_read(tmp_path, top):
     """An HTML parser carries HTML onward, never back: below [unreleased] (upstream's `<class>`) it changes nothing

@@ -297,7 +297,7 @@ def add_entry(repo: Path, changelog: str, heading: str, entry: str) -> bool:
     lines = [line if line.endswith(("\n", "\r")) else f"{line}{eol}" for line in old.lines]  # the last one too
     lines[at : at + empty] = [f"{line}{eol}" for line in added]
     written = "".join(lines) if text.endswith(("\n", "\r")) else "".join(lines).removesuffix(eol)
-    new = _unreleased(written, f"{name} with {entry.partition(chr(10))[0][:40]!r} added")  # read back
+    new = _unreleased(written, f"{name} with {chr(10).join(block)[:60]!r} added")  # read back: the heading too
     span = len(new.lines) - len(old.lines) + empty  # added, in CommonMark's lines
     bullet = at + span - wanted.count("\n") - 1
     under = [h for line, h in new.headings if line < bullet][-1:] == [heading]
