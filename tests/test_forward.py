@@ -659,6 +659,7 @@ def test_html_above_or_in_the_unreleased_heading_is_refused_html_below_its_secti
         "| a |\n| - |\n<source y<>z<!--\n",  # the same, a table's row for CommonMark (the table ends apart)
         '[note]: /x "a\n<source y<>z<!--\nb"\n',  # and a definition's title for it, for GitHub text and HTML
         "### ![Security](s.png)\n",  # an image: no text to name the heading by
+        "[^n]: [d]:\n/u\n",  # a footnote whose body defines `[d]` for GitHub, a definition of `[^n]` for CommonMark
     ],
 )
 def test_a_changelog_github_reads_otherwise_than_commonmark_is_refused_and_nothing_written(tmp_path, markdown):
