@@ -660,6 +660,7 @@ def test_html_above_or_in_the_unreleased_heading_is_refused_html_below_its_secti
         '[note]: /x "a\n<source y<>z<!--\nb"\n',  # and a definition's title for it, for GitHub text and HTML
         "### ![Security](s.png)\n",  # an image: no text to name the heading by
         "[^n]: [d]:\n/u\n",  # a footnote whose body defines `[d]` for GitHub, a definition of `[^n]` for CommonMark
+        "Notes\n<!x\n\n[d]: /u 'a>'\n",  # an HTML block to its `>` in CommonMark 0.31, text and a definition on GitHub
     ],
 )
 def test_a_changelog_github_reads_otherwise_than_commonmark_is_refused_and_nothing_written(tmp_path, markdown):

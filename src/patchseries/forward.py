@@ -38,6 +38,7 @@ _BLOCK = r"h[1-6]|li|blockquote|hr|pre|table"  # not lists (tight or loose, one 
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')  # raw HTML omitted: none forged
 _HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
 _Check = Callable[[int], None]  # refuses what forward cannot read above a line
+_RAW = "<!-- raw HTML omitted -->"  # what cmark-gfm shows of HTML; an HTML block alone: only that (`<!x`: text)
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -184,8 +185,7 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
 
 
 def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]:
-    """``(path, index in the post-image, entry)`` per entry a patch adds to a CHANGELOG (a ``- ``, ``* `` or ``+ ``
-    item with its indented lines, blank ones between them too), and each other line it adds or removes there."""
+    """``(path, post-image index, entry)`` per ``- ``/``* ``/``+ `` item a patch adds; each other line it changes."""
     found: list[tuple[str, int, str]] = []
     others: list[str] = []
     created = {section_path(s) for s in file_sections(text) if "\nnew file mode " in s.split("@@")[0]}  # carried whole
@@ -253,6 +253,7 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
     prose = {t.map[0]: i.content for t, i in pairwise(tokens) if t.type == "paragraph_open" and t.map}  # tight too
     odd += [n for n, s in prose.items() if not _GITHUB(s).startswith(f'<p data-sourcepos="1:1-{s.count(chr(10)) + 1}:')]
     odd += [int(a) - 1 for a in re.findall(r'<p data-sourcepos="([1-9]\d*):', html) if int(a) - 1 not in prose]
+    odd += [t.map[0] for t in tokens if t.type == "html_block" and t.map and _GITHUB(t.content) != f"{_RAW}\n"]
     if odd:
         raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (a heading with no "
                           f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
@@ -261,13 +262,12 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
 
     def holds_html(t: Token) -> bool:  # by either parser; by GitHub's its text alone, as text (`x `), not a block
         html = t.type == "html_block" or any(c.type == "html_inline" for c in t.children or [])  # markdown-it's
-        return html or t.type == "inline" and "<!-- raw HTML omitted -->" in _GITHUB(f"x {t.content}\n\n{defs}")
+        return html or t.type == "inline" and _RAW in _GITHUB(f"x {t.content}\n\n{defs}")
 
     def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
         if above := [t.map[0] for t in tokens if t.map and t.map[0] < end and holds_html(t)]:
             raise SeriesError(f"{name} holds HTML at line {min(above) + 1}, above the end of what forward reads (line "
-                              f"{end}), which GitHub's HTML parser may carry onto the lines after it: write it as "
-                              f"Markdown {fix}")  # fmt: skip
+                              f"{end}), which an HTML parser may carry onward: write it as Markdown {fix}")  # fmt: skip
 
     return tokens, lines, heads, env, no_html_above
 
