@@ -630,6 +630,24 @@ def test_a_new_heading_that_shows_html_once_written_is_refused_naming_it(tmp_pat
     assert path.read_text() == text
 
 
+@pytest.mark.parametrize(
+    ("see", "foot"),
+    [  # each a text link for CommonMark 0.31 and, with the definition GitHub alone reads, text and a raw `<s>` there
+        ("[the notes][a b<s>]", "[a\u00a0b<s>]: /u\n"),  # an NBSP label: white space for CommonMark, not for GitHub
+        ("[a][d](<s>)", "Note.\n<search>\n[^n]: [d]:\n/u\n"),  # an HTML block for it, a footnote defining `[d]`
+    ],
+)
+def test_text_is_read_for_html_with_the_link_definitions_github_reads(tmp_path, see, foot):
+    path = _changelog(
+        tmp_path, text := f"See {see}.\n\n## [unreleased]\n\n### Fixed\n\n- Fixed a bug\n\n## [1.0]\n\n{foot}"
+    )
+
+    with pytest.raises(SeriesError, match=r"^the target's CHANGELOG.md holds HTML at line 1, above the end of what"):
+        add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
+
+    assert path.read_text() == text
+
+
 @pytest.mark.parametrize("top", ['# Changelog <a name="top"></a>\n\n', "", '<a name="top"></a>\n\n'])
 def test_html_above_or_in_the_unreleased_heading_is_refused_html_below_its_section_read(tmp_path, top):
     """An HTML parser carries HTML onward, never back: below [unreleased] (upstream's `<class>`) it changes nothing

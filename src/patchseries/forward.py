@@ -258,11 +258,10 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
         raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (a heading with no "
                           f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
                           f"alike {fix}")  # fmt: skip
-    defs = "".join(f"[{label}]: /\n" for label in env.get("references", {}))  # text reads links by them: `[a][d](<s>)`
 
-    def holds_html(t: Token) -> bool:  # by either parser; by GitHub's its text alone, as text (`x `), not a block
-        html = t.type == "html_block" or any(c.type == "html_inline" for c in t.children or [])  # markdown-it's
-        return html or t.type == "inline" and _RAW in _GITHUB(f"x {t.content}\n\n{defs}")
+    def holds_html(t: Token) -> bool:  # by either parser; by GitHub's its text as text (`x `), read with the page's
+        html = t.type == "html_block" or any(c.type == "html_inline" for c in t.children or [])  # links: `[a][d](<s>)`
+        return html or t.type == "inline" and _RAW in _GITHUB(f"x {t.content}\n\n{text}").partition("</p>")[0]
 
     def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
         if above := [t.map[0] for t in tokens if t.map and t.map[0] < end and holds_html(t)]:
