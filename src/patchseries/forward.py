@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from html import unescape
-from itertools import pairwise, zip_longest
+from itertools import accumulate, pairwise, zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,7 +38,7 @@ _BLOCK = r"h[1-6]|li|blockquote|hr|pre|table"  # not lists (tight or loose, one 
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')  # raw HTML omitted: none forged
 _HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
 _Check = Callable[[int], None]  # refuses what forward cannot read above a line
-_RAW = "<!-- raw HTML omitted -->"  # what cmark-gfm shows of HTML; an HTML block alone: only that (`<!x`: text)
+_RAW = "<!-- raw HTML omitted -->"  # what cmark-gfm shows of HTML, a block of it or a tag
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -234,7 +234,7 @@ def _unreleased(text: str, name: str) -> _Unreleased:
 
 def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[Any], dict[str, Any], _Check]:
     """``text`` as GitHub reads it: tokens, lines, (line, h1-h6, shown text) per top heading, links, an HTML check."""
-    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env := dict[str, Any]()), _LINES.findall(text)
+    tokens, lines = _MD.parse(text := text.removeprefix("\ufeff"), env := dict[str, Any]()), _LINES.findall(text)
 
     def block(first: int, end: int, tag: str) -> tuple[int, int, str]:  # its lines, less blank ones at its end
         last = first + len(_LINES.findall("".join(lines[first:end]).rstrip(" \t\r\n")))
@@ -248,23 +248,24 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
     heads = [(t.map[0], t.tag, shown.get(t.map[0], "")) for t in tokens
              if t.type == "heading_open" and t.map and not t.level]  # fmt: skip
     odd = [min(x, y)[0] for x, y in zip_longest(ours, github, fillvalue=block(len(lines), 0, "")) if x != y]
-    odd += [at for at, _, title in heads if not title]  # below, `[^n]:`: a footnote for GitHub (its body may define
-    odd += [link["map"][0] for label, link in env.get("references", {}).items() if label.startswith("^")]  # links)
+    odd += [at for at, _, title in heads if not title]
     prose = {t.map[0]: i.content for t, i in pairwise(tokens) if t.type == "paragraph_open" and t.map}  # tight too
     odd += [n for n, s in prose.items() if not _GITHUB(s).startswith(f'<p data-sourcepos="1:1-{s.count(chr(10)) + 1}:')]
     odd += [int(a) - 1 for a in re.findall(r'<p data-sourcepos="([1-9]\d*):', html) if int(a) - 1 not in prose]
-    odd += [t.map[0] for t in tokens if t.type == "html_block" and t.map and _GITHUB(t.content) != f"{_RAW}\n"]
     if odd:
         raise SeriesError(f"{name} shows on GitHub what forward cannot read at line {min(odd) + 1} (a heading with no "
                           f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
                           f"alike {fix}")  # fmt: skip
 
-    def holds_html(t: Token) -> bool:  # by either parser; by GitHub's its text as text (`x `), read with the page's
-        html = t.type == "html_block" or any(c.type == "html_inline" for c in t.children or [])  # links: `[a][d](<s>)`
-        return html or t.type == "inline" and _RAW in _GITHUB(f"x {t.content}\n\n{text}").partition("</p>")[0]
-
-    def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
-        if above := [t.map[0] for t in tokens if t.map and t.map[0] < end and holds_html(t)]:
+    def no_html_above(end: int) -> None:  # an HTML parser carries `<s>`, `<select>`, a comment onward, never back; a
+        # text is read after `x ` (not a block), before its page (its links: `[a][d](<s>)` is a link then a raw `<s>`)
+        above = [t.map[0] for t in tokens if t.map and t.map[0] < end and t.type == "html_block"]
+        texts = [(t.map[0], t.content) for t in tokens if t.map and t.map[0] < end and t.type == "inline"]
+        at = dict(zip(accumulate((s.count("\n") + 2 for _, s in texts), initial=1), texts, strict=False))  # its line
+        shown = re.split(r'<p data-sourcepos="(\d+):1-', _GITHUB("".join(f"x {s}\n\n" for _, s in texts) + text))
+        above += [at[int(n)][0] for n, part in zip(shown[1::2], shown[2::2], strict=True)
+                  if int(n) in at and _RAW in part.partition("</p>")[0]]  # fmt: skip
+        if above:
             raise SeriesError(f"{name} holds HTML at line {min(above) + 1}, above the end of what forward reads (line "
                               f"{end}), which an HTML parser may carry onward: write it as Markdown {fix}")  # fmt: skip
 
