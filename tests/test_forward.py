@@ -590,6 +590,8 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         '### [Notes]: /n "<s>"\n',  # text in a heading or a cell which alone would read as a definition or a fence
         "| ```<s> |\n| - |\n",
         "Notes: [the changes][1.0](<s>)\n\n[1.0]: /compare\n",  # `(<s>)` after a link its definition makes
+        "| See <s>notes\n|-|-\n",  # no table (one cell, two in the row below): the text GitHub shows
+        "> Note: see <s\n    >\n",  # the `>` a line of the text for GitHub, a quote's marker for markdown-it
     ],
 )
 def test_html_above_the_end_of_unreleased_is_refused_and_nothing_written(tmp_path, html):

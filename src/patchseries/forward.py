@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from html import unescape
-from itertools import accumulate, pairwise, zip_longest
+from itertools import pairwise, zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,7 +38,8 @@ _BLOCK = r"h[1-6]|li|blockquote|hr|pre|table"  # not lists (tight or loose, one 
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')  # raw HTML omitted: none forged
 _HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
 _Check = Callable[[int], None]  # refuses what forward cannot read above a line
-_RAW = "<!-- raw HTML omitted -->"  # what cmark-gfm shows of HTML, a block of it or a tag
+_RAW = "<!-- raw HTML omitted -->"  # cmark-gfm shows for HTML; _LEAF: a block's text, to its end or a block in it
+_LEAF = re.compile(r'<(p|h[1-6]|t[dh]|li) data-sourcepos="(\d+):[^>]*>(.*?)(?=</\1>|<\w+ data-sourcepos=)', re.DOTALL)
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -257,14 +258,11 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
                           f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
                           f"alike {fix}")  # fmt: skip
 
-    def no_html_above(end: int) -> None:  # an HTML parser carries `<s>`, `<select>`, a comment onward, never back; a
-        # text is read after `x ` (not a block), before its page (its links: `[a][d](<s>)` is a link then a raw `<s>`)
-        above = [t.map[0] for t in tokens if t.map and t.map[0] < end and t.type == "html_block"]
-        texts = [(t.map[0], t.content) for t in tokens if t.map and t.map[0] < end and t.type == "inline"]
-        at = dict(zip(accumulate((s.count("\n") + 2 for _, s in texts), initial=1), texts, strict=False))  # its line
-        shown = re.split(r'<p data-sourcepos="(\d+):1-', _GITHUB("".join(f"x {s}\n\n" for _, s in texts) + text))
-        above += [at[int(n)][0] for n, part in zip(shown[1::2], shown[2::2], strict=True)
-                  if int(n) in at and _RAW in part.partition("</p>")[0]]  # fmt: skip
+    raw = [int(at) - 1 for _, at, inner in _LEAF.findall(html) if _RAW in inner]  # in text, as GitHub reads it there
+    raw += [t.map[0] for t in tokens if t.map for c in [t, *(t.children or [])] if "html" in c.type]  # or markdown-it
+
+    def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
+        above = [at for at in raw if at < end]
         if above:
             raise SeriesError(f"{name} holds HTML at line {min(above) + 1}, above the end of what forward reads (line "
                               f"{end}), which an HTML parser may carry onward: write it as Markdown {fix}")  # fmt: skip
