@@ -592,6 +592,7 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         "Notes: [the changes][1.0](<s>)\n\n[1.0]: /compare\n",  # `(<s>)` after a link its definition makes
         "| See <s>notes\n|-|-\n",  # no table (one cell, two in the row below): the text GitHub shows
         "> Note: see <s\n    >\n",  # the `>` a line of the text for GitHub, a quote's marker for markdown-it
+        "> - Notes\n>   ```\n>   x\n>   ```\n>   see [t][a\u00a0b<s>]\n\n[a b<s>]: /u\n",  # after code in a tight item
     ],
 )
 def test_html_above_the_end_of_unreleased_is_refused_and_nothing_written(tmp_path, html):
@@ -770,7 +771,7 @@ def test_an_empty_item_of_any_bullet_is_the_placeholder_replaced(tmp_path, bulle
 @pytest.mark.parametrize(
     ("entry", "said"),
     [  # GitHub's HTML: a comment to the page's end, every section after it
-        ("- Fixed a third thing\n\n  <!--\n", "CHANGELOG.md with 0004-Fix-a-third.patch holds HTML at line 9, above"),
+        ("- Fixed a third thing\n\n  <!--\n", "CHANGELOG.md with 0004-Fix-a-third.patch holds HTML at line 7, above"),
         ("- Fixed a <s>third thing\n", "CHANGELOG.md with 0004-Fix-a-third.patch holds HTML at line 7, above"),
         (  # a label GitHub reads as new, CommonMark 0.31 as upstream's `[pr]` (case folded): its links would change
             "- Fixed a third thing ([#1][pr\u00a0])\n\n  [pr\u00a0]: https://example.com/other\n",

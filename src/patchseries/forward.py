@@ -38,8 +38,7 @@ _BLOCK = r"h[1-6]|li|blockquote|hr|pre|table"  # not lists (tight or loose, one 
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')  # raw HTML omitted: none forged
 _HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
 _Check = Callable[[int], None]  # refuses what forward cannot read above a line
-_RAW = "<!-- raw HTML omitted -->"  # cmark-gfm shows for HTML; _LEAF: a block's text, to its end or a block in it
-_LEAF = re.compile(r'<(p|h[1-6]|t[dh]|li) data-sourcepos="(\d+):[^>]*>(.*?)(?=</\1>|<\w+ data-sourcepos=)', re.DOTALL)
+_TAGS = re.compile(r'<(/?)\w+(?:[^>]*? data-sourcepos="(\d+):)?[^>]*?(/?)>|(<!-- raw HTML omitted -->)')  # cmark-gfm's
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -258,7 +257,10 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
                           f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
                           f"alike {fix}")  # fmt: skip
 
-    raw = [int(at) - 1 for _, at, inner in _LEAF.findall(html) if _RAW in inner]  # in text, as GitHub reads it there
+    raw, inside = [], [len(lines)]  # HTML GitHub shows, by the line of the innermost block holding it (none: below)
+    for close, at, void, comment in _TAGS.findall(html):  # an element without a line is on its parent's
+        raw += [inside[-1]] if comment else []
+        inside = inside if comment or void else inside[:-1] if close else [*inside, int(at) - 1 if at else inside[-1]]
     raw += [t.map[0] for t in tokens if t.map for c in [t, *(t.children or [])] if "html" in c.type]  # or markdown-it
 
     def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
