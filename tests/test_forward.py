@@ -638,7 +638,6 @@ def test_a_new_heading_that_shows_html_once_written_is_refused_naming_it(tmp_pat
     [  # each a text link for CommonMark 0.31 and, with the definition GitHub alone reads, text and a raw `<s>` there
         ("[the notes][a b<s>]", "[a\u00a0b<s>]: /u\n"),  # an NBSP label: white space for CommonMark, not for GitHub
         ("[a][d](<s>)", "Note.\n<search>\n[^n]: [d]:\n/u\n"),  # an HTML block for it, a footnote defining `[d]`
-        ("[a][d](<s>)", "[^n]: [d]:\n/u\n"),  # a definition of `[^n]` for CommonMark, a footnote defining `[d]`
         ("[a][d](<s>)", "Notes\n<!x\n\n[d]: /u 'a>'\n"),  # an HTML block to its `>` for CommonMark 0.31, not 0.29
     ],
 )
@@ -682,6 +681,8 @@ def test_html_above_or_in_the_unreleased_heading_is_refused_html_below_its_secti
         "| a |\n| - |\n<source y<>z<!--\n",  # the same, a table's row for CommonMark (the table ends apart)
         '[note]: /x "a\n<source y<>z<!--\nb"\n',  # and a definition's title for it, for GitHub text and HTML
         "### ![Security](s.png)\n",  # an image: no text to name the heading by
+        "[^n]:\n<select>\n",  # a definition for CommonMark, an empty footnote then an HTML block on GitHub
+        "[^n]: [d]:\n/u\n",  # a definition of `[^n]` for CommonMark, a footnote defining `[d]` on GitHub
     ],
 )
 def test_a_changelog_github_reads_otherwise_than_commonmark_is_refused_and_nothing_written(tmp_path, markdown):

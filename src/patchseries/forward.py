@@ -248,7 +248,8 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
     heads = [(t.map[0], t.tag, shown.get(t.map[0], "")) for t in tokens
              if t.type == "heading_open" and t.map and not t.level]  # fmt: skip
     odd = [min(x, y)[0] for x, y in zip_longest(ours, github, fillvalue=block(len(lines), 0, "")) if x != y]
-    odd += [at for at, _, title in heads if not title]
+    odd += [at for at, _, title in heads if not title]  # and `[^n]:`, a footnote for GitHub (which may hold HTML or
+    odd += [link["map"][0] for label, link in env.get("references", {}).items() if label.startswith("^")]  # links)
     prose = {t.map[0]: i.content for t, i in pairwise(tokens) if t.type == "paragraph_open" and t.map}  # tight too
     odd += [n for n, s in prose.items() if not _GITHUB(s).startswith(f'<p data-sourcepos="1:1-{s.count(chr(10)) + 1}:')]
     odd += [int(a) - 1 for a in re.findall(r'<p data-sourcepos="([1-9]\d*):', html) if int(a) - 1 not in prose]
@@ -264,8 +265,7 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
     raw += [t.map[0] for t in tokens if t.map for c in [t, *(t.children or [])] if "html" in c.type]  # or markdown-it
 
     def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
-        above = [at for at in raw if at < end]
-        if above:
+        if above := [at for at in raw if at < end]:
             raise SeriesError(f"{name} holds HTML at line {min(above) + 1}, above the end of what forward reads (line "
                               f"{end}), which an HTML parser may carry onward: write it as Markdown {fix}")  # fmt: skip
 
