@@ -593,6 +593,7 @@ def test_a_heading_broken_over_two_lines_does_not_name_unreleased(tmp_path):
         "| See <s>notes\n|-|-\n",  # no table (one cell, two in the row below): the text GitHub shows
         "> Note: see <s\n    >\n",  # the `>` a line of the text for GitHub, a quote's marker for markdown-it
         "> - Notes\n>   ```\n>   x\n>   ```\n>   see [t][a\u00a0b<s>]\n\n[a b<s>]: /u\n",  # after code in a tight item
+        "[^n]:\n<select>\n",  # a definition for CommonMark, an empty footnote then an HTML block on GitHub
     ],
 )
 def test_html_above_the_end_of_unreleased_is_refused_and_nothing_written(tmp_path, html):
@@ -638,6 +639,7 @@ def test_a_new_heading_that_shows_html_once_written_is_refused_naming_it(tmp_pat
     [  # each a text link for CommonMark 0.31 and, with the definition GitHub alone reads, text and a raw `<s>` there
         ("[the notes][a b<s>]", "[a\u00a0b<s>]: /u\n"),  # an NBSP label: white space for CommonMark, not for GitHub
         ("[a][d](<s>)", "Note.\n<search>\n[^n]: [d]:\n/u\n"),  # an HTML block for it, a footnote defining `[d]`
+        ("[a][d](<s>)", "[^n]: [d]:\n/u\n"),  # a definition of `[^n]` for CommonMark, a footnote defining `[d]`
         ("[a][d](<s>)", "Notes\n<!x\n\n[d]: /u 'a>'\n"),  # an HTML block to its `>` for CommonMark 0.31, not 0.29
     ],
 )
@@ -681,8 +683,6 @@ def test_html_above_or_in_the_unreleased_heading_is_refused_html_below_its_secti
         "| a |\n| - |\n<source y<>z<!--\n",  # the same, a table's row for CommonMark (the table ends apart)
         '[note]: /x "a\n<source y<>z<!--\nb"\n',  # and a definition's title for it, for GitHub text and HTML
         "### ![Security](s.png)\n",  # an image: no text to name the heading by
-        "[^n]:\n<select>\n",  # a definition for CommonMark, an empty footnote then an HTML block on GitHub
-        "[^n]: [d]:\n/u\n",  # a definition of `[^n]` for CommonMark, a footnote defining `[d]` on GitHub
     ],
 )
 def test_a_changelog_github_reads_otherwise_than_commonmark_is_refused_and_nothing_written(tmp_path, markdown):

@@ -38,7 +38,7 @@ _BLOCK = r"h[1-6]|li|blockquote|hr|pre|table"  # not lists (tight or loose, one 
 _SOURCEPOS = re.compile(rf'<({_BLOCK})\b[^>]*? data-sourcepos="(\d+):\d+-(\d+):')  # raw HTML omitted: none forged
 _HEADING_HTML = re.compile(r'<h[1-6] data-sourcepos="(\d+):[^>]*>(.*?)</h[1-6]>', re.DOTALL)  # what it shows: less tags
 _Check = Callable[[int], None]  # refuses what forward cannot read above a line
-_TAGS = re.compile(r'<(/?)\w+(?:[^>]*? data-sourcepos="(\d+):)?[^>]*?(/?)>|(<!-- raw HTML omitted -->)')  # cmark-gfm's
+_TAGS = re.compile(r'<(/?)\w+(?:[^>]*? data-sourcepos="(\d+):\d+-(\d+):)?[^>]*?(/?)>|(<!-- raw HTML omitted -->)')
 _HEADINGS = ("### Added", "### Changed", "### Deprecated", "### Removed", "### Fixed", "### Security")  # in this order
 
 
@@ -248,8 +248,7 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
     heads = [(t.map[0], t.tag, shown.get(t.map[0], "")) for t in tokens
              if t.type == "heading_open" and t.map and not t.level]  # fmt: skip
     odd = [min(x, y)[0] for x, y in zip_longest(ours, github, fillvalue=block(len(lines), 0, "")) if x != y]
-    odd += [at for at, _, title in heads if not title]  # and `[^n]:`, a footnote for GitHub (which may hold HTML or
-    odd += [link["map"][0] for label, link in env.get("references", {}).items() if label.startswith("^")]  # links)
+    odd += [at for at, _, title in heads if not title]
     prose = {t.map[0]: i.content for t, i in pairwise(tokens) if t.type == "paragraph_open" and t.map}  # tight too
     odd += [n for n, s in prose.items() if not _GITHUB(s).startswith(f'<p data-sourcepos="1:1-{s.count(chr(10)) + 1}:')]
     odd += [int(a) - 1 for a in re.findall(r'<p data-sourcepos="([1-9]\d*):', html) if int(a) - 1 not in prose]
@@ -258,9 +257,10 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
                           f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
                           f"alike {fix}")  # fmt: skip
 
-    raw, inside = [], [len(lines)]  # HTML GitHub shows, by the line of the innermost block holding it (none: below)
-    for close, at, void, comment in _TAGS.findall(html):  # an element without a line is on its parent's
-        raw += [inside[-1]] if comment else []
+    raw, inside, last = [], [len(lines)], 0  # HTML GitHub shows, by the line of the innermost block holding it (none:
+    for close, at, end, void, comment in _TAGS.findall(html):  # below, as footnotes; at top: the first text after all
+        top = next((n for n in range(last, len(lines)) if lines[n].strip()), last)  # blocks above it, a lower bound)
+        raw, last = raw + [inside[-1] if inside[1:] else top] * bool(comment), max(last, int(end or 0))
         inside = inside if comment or void else inside[:-1] if close else [*inside, int(at) - 1 if at else inside[-1]]
     raw += [t.map[0] for t in tokens if t.map for c in [t, *(t.children or [])] if "html" in c.type]  # or markdown-it
 
