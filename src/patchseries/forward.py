@@ -257,9 +257,9 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
                           f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
                           f"alike {fix}")  # fmt: skip
 
-    raw, inside, last = [], [len(lines)], 0  # HTML GitHub shows, by the line of the innermost block holding it (none:
-    for close, at, end, void, comment in _TAGS.findall(html):  # below, as footnotes; at top: the first text after all
-        top = next((n for n in range(last, len(lines)) if lines[n].strip()), last)  # blocks above it, a lower bound)
+    raw, inside, last = list[int](), [len(lines)], 0  # HTML GitHub shows, at its innermost block's line (none:
+    for close, at, end, void, comment in _TAGS.findall(html):  # below: footnotes; at top level, the first text after
+        top = next((n for n in range(last, len(lines)) if lines[n].strip()), last)  # the blocks above, a lower bound)
         raw, last = raw + [inside[-1] if inside[1:] else top] * bool(comment), max(last, int(end or 0))
         inside = inside if comment or void else inside[:-1] if close else [*inside, int(at) - 1 if at else inside[-1]]
     raw += [t.map[0] for t in tokens if t.map for c in [t, *(t.children or [])] if "html" in c.type]  # or markdown-it
