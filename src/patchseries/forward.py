@@ -257,17 +257,17 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
                           f"text, or blocks CommonMark 0.31 and cmark-gfm read apart): write it as Markdown both read "
                           f"alike {fix}")  # fmt: skip
 
-    raw, inside, last = list[int](), [len(lines)], 0  # HTML GitHub shows, at its innermost block's line (none:
-    for close, at, end, void, comment in _TAGS.findall(html):  # below: footnotes; at top level, the first text after
-        top = next((n for n in range(last, len(lines)) if lines[n].strip()), last)  # the blocks above, a lower bound)
-        raw, last = raw + [inside[-1] if inside[1:] else top] * bool(comment), max(last, int(end or 0))
-        inside = inside if comment or void else inside[:-1] if close else [*inside, int(at) - 1 if at else inside[-1]]
+    raw, held, last = list[int](), list[int](), 0  # HTML GitHub shows, at its innermost block's line; at top level or
+    for close, at, end, void, comment in _TAGS.findall(html):  # with no line (footnotes, text cmark-gfm cut off a
+        here = held[-1] if held else next((n for n in range(last, len(lines)) if lines[n].strip()), last)  # table): the
+        raw, last = raw + [here] * bool(comment), max(last, int(end or 0))  # first text after the blocks, a lower bound
+        held = held if comment or void else held[:-1] if close else [*held, int(at) - 1 if int(at or 0) else here]
     raw += [t.map[0] for t in tokens if t.map for c in [t, *(t.children or [])] if "html" in c.type]  # or markdown-it
 
     def no_html_above(end: int) -> None:  # an HTML parser carries a tag onward (`<s>`, `<select>`, a comment), not back
         if above := [at for at in raw if at < end]:
             raise SeriesError(f"{name} holds HTML at line {min(above) + 1}, above the end of what forward reads (line "
-                              f"{end}), which an HTML parser may carry onward: write it as Markdown {fix}")  # fmt: skip
+                              f"{end + 1}), which HTML parsers carry onward: write it as Markdown {fix}")  # fmt: skip
 
     return tokens, lines, heads, env, no_html_above
 
