@@ -545,11 +545,12 @@ def test_a_heading_in_a_quote_or_an_item_is_neither_the_section_nor_its_heading(
 )
 def test_the_unreleased_heading_is_the_one_that_shows_so_whatever_its_source(tmp_path, shown):
     later = "## [1.0]\n\n### Fixed\n\n- Fixed a crash\n"
-    path = _changelog(tmp_path, f"\ufeff# Changelog\n\n## {shown} - YYYY\n\n### Fixed\n\n- Fixed a bug\n\n{later}")
+    text = f"\ufeff# Changelog\n\n## {shown} - YYYY\n\n### Fixed\n\n- Fixed a bug\n\n{later}"
+    path = _changelog(tmp_path, text)
 
     assert add_entry(tmp_path, path.name, "### Fixed", "- Fixed a crash")
 
-    assert path.read_text().endswith(f"- Fixed a bug\n\n- Fixed a crash\n\n{later}")
+    assert path.read_text() == text.replace("- Fixed a bug\n", "- Fixed a bug\n\n- Fixed a crash\n")  # its BOM kept
 
 
 @pytest.mark.parametrize("live", ["[unreleased]", '<a name="u"></a> [unreleased]', "&nbsp;[Unreleased]", "Unreleased"])

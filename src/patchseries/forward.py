@@ -234,7 +234,7 @@ def _unreleased(text: str, name: str) -> _Unreleased:
 
 def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[Any], dict[str, Any], _Check]:
     """``text`` as GitHub reads it: tokens, lines, (line, h1-h6, shown text) per top heading, links, an HTML check."""
-    tokens, lines = _MD.parse(text := text.removeprefix("\ufeff"), env := dict[str, Any]()), _LINES.findall(text)
+    tokens, lines = _MD.parse(text.removeprefix("\ufeff"), env := dict[str, Any]()), _LINES.findall(text)  # BOM kept
 
     def block(first: int, end: int, tag: str) -> tuple[int, int, str]:  # its lines, less blank ones at its end
         last = first + len(_LINES.findall("".join(lines[first:end]).rstrip(" \t\r\n")))
