@@ -186,8 +186,7 @@ def _entries(repo: Path, patch: Patch, tag: str, check: str) -> list[tuple[str, 
 
 def changelog_entries(text: str) -> tuple[list[tuple[str, int, str]], list[str]]:
     """``(path, post-image index, entry)`` per ``- ``/``* ``/``+ `` item a patch adds; each other line it changes."""
-    found: list[tuple[str, int, str]] = []
-    others: list[str] = []
+    found, others = list[tuple[str, int, str]](), list[str]()
     created = {section_path(s) for s in file_sections(text) if "\nnew file mode " in s.split("@@")[0]}  # carried whole
     for section in file_sections(text):
         if _CHANGELOG.search(path := section_path(section)) and path not in created:
@@ -260,7 +259,8 @@ def _read(text: str, name: str, fix: str) -> tuple[list[Token], list[str], list[
     raw, held, last = list[int](), list[int](), 0  # HTML GitHub shows, at its innermost block's line; at top level or
     for close, at, end, void, comment in _TAGS.findall(html):  # with no line (footnotes, text cmark-gfm cut off a
         here = held[-1] if held else next((n for n in range(last, len(lines)) if lines[n].strip()), last)  # table): the
-        raw, last = raw + [here] * bool(comment), max(last, int(end or 0))  # first text after the blocks, a lower bound
+        raw += [here] * bool(comment)  # first text after the blocks, a lower bound
+        last = max(last, int(end or 0))
         held = held if comment or void else held[:-1] if close else [*held, int(at) - 1 if int(at or 0) else here]
     raw += [t.map[0] for t in tokens if t.map for c in [t, *(t.children or [])] if "html" in c.type]  # or markdown-it
 
